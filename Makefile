@@ -1,0 +1,58 @@
+# Quickstart: `make demo`, `make test`. Every target installs what it needs on a fresh clone.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export NPM_CONFIG_UPDATE_NOTIFIER := false
+export NPM_CONFIG_FUND := false
+export NPM_CONFIG_AUDIT := false
+
+STAMP := node_modules/.install-stamp
+
+.PHONY: help install temporal test test-unit test-integration lint typecheck demo dev dev-down bench build
+
+help:
+	@echo "make demo        run the demo against a local dev stack"
+	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL)"
+	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
+	@echo "make dev-down    stop what make dev started"
+	@echo "make lint        eslint (with the workflow sandbox rule)"
+	@echo "make bench       benchmarks"
+
+$(STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(STAMP)
+
+temporal:
+	@scripts/ensure-temporal >/dev/null
+
+lint: install
+	npx eslint . --max-warnings 0
+
+typecheck: install
+	npx tsc --noEmit -p tsconfig.json
+
+test-unit: install
+	npx vitest run --project unit
+
+test-integration: install temporal
+	npx vitest run --project integration
+
+test: install temporal lint typecheck
+	npx vitest run
+
+build: install
+	npm run --silent build
+
+dev: install temporal
+	@scripts/dev-up
+
+dev-down:
+	@scripts/dev-down
+
+demo: install temporal
+	@scripts/dev-up
+	npx tsx scripts/demo.ts $(ARGS)
+
+bench: install temporal
+	npx tsx bench/run.ts $(ARGS)

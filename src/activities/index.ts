@@ -1,0 +1,27 @@
+/**
+ * Activities are created from their dependencies, so tests and the worker wire real clients the same
+ * way; workflows proxy `ReturnType<typeof createActivities>` by type only.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import type { SmokeResult } from '../shared';
+
+/** What the activities need. */
+export interface ActivityDeps {
+  redis: Redis | Cluster;
+  pool: Pool;
+  /** Prefix of every Redis key written. */
+  keyPrefix: string;
+}
+
+/** Builds the activities registered by the worker. */
+export function createActivities(deps: ActivityDeps) {
+  return {
+    /** Increments a Redis counter and reads the migration count from PostgreSQL. */
+    async smokeCheck(name: string): Promise<SmokeResult> {
+      const redisCounter = await deps.redis.incr(`${deps.keyPrefix}smoke:{${name}}`);
+      const { rows } = await deps.pool.query<{ n: string }>('SELECT count(*) AS n FROM schema_migrations');
+      return { redisCounter, migrationsApplied: Number(rows[0]!.n) };
+    },
+  };
+}

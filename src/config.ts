@@ -1,0 +1,201 @@
+/**
+ * One typed configuration for the worker, the client and the CLI, read from the environment and
+ * validated once. Workflows never read it: they receive the values they need as arguments.
+ */
+import { z } from 'zod';
+
+/** Thrown when the environment holds a value the project cannot run with. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  /** The environment variable at fault (the first one, when several are). */
+  readonly variable: string;
+  constructor(variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.variable = variable;
+  }
+}
+
+const MAX_LEASE_MS = 24 * 60 * 60 * 1000;
+
+const positiveMs = (fallback: number, max = MAX_LEASE_MS) =>
+  z.coerce.number().int('must be a whole number of milliseconds').positive('must be > 0').max(max).default(fallback);
+
+const url = (protocols: readonly string[], fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .refine((value) => {
+      try {
+        return protocols.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    }, `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+
+const flag = z
+  .enum(['', 'true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+  .default('')
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+/**
+ * Every environment variable the project reads, with its default. The README's configuration table
+ * lists the same names; a unit test keeps the two in step.
+ */
+const envSchema = z.object({
+  /** Temporal frontend gRPC address. @default 127.0.0.1:7233 */
+  TEMPORAL_ADDRESS: z
+    .string()
+    .default('127.0.0.1:7233')
+    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /** Temporal namespace. @default default */
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  /** Task queue the worker polls and the client starts sagas on. @default reservation-saga */
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('reservation-saga'),
+  /** Use TLS to reach Temporal (implied by a client certificate or an API key). @default false */
+  TEMPORAL_TLS: flag,
+  /** Client certificate (PEM file) for mTLS, e.g. Temporal Cloud. */
+  TEMPORAL_TLS_CERT_PATH: optionalText,
+  /** Client private key (PEM file) for mTLS. */
+  TEMPORAL_TLS_KEY_PATH: optionalText,
+  /** CA bundle (PEM file) to verify the server, when not a public CA. */
+  TEMPORAL_TLS_CA_PATH: optionalText,
+  /** Server name to verify in the server certificate, when it differs from the address. */
+  TEMPORAL_TLS_SERVER_NAME: optionalText,
+  /** API key for Temporal Cloud (sent as a bearer token; implies TLS). */
+  TEMPORAL_API_KEY: optionalText,
+  /** Base URL of the Temporal Web UI, used to print links to sagas. @default http://127.0.0.1:8233 */
+  TEMPORAL_UI_URL: url(['http:', 'https:'], 'http://127.0.0.1:8233'),
+  /** Redis for the RMS (single instance). @default redis://127.0.0.1:6379 */
+  REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  /** Comma-separated host:port seed nodes; when set, the RMS talks to a Redis Cluster instead of REDIS_URL. */
+  REDIS_CLUSTER_NODES: optionalText.refine(
+    (v) => v === undefined || v.split(',').every((n) => /^[^\s:/]+:\d{1,5}$/.test(n.trim())),
+    'must be a comma-separated list of host:port',
+  ),
+  /** Prefix of every RMS key; isolates tenants and test runs. @default rs: */
+  REDIS_KEY_PREFIX: z
+    .string()
+    .default('rs:')
+    .refine((v) => /^[A-Za-z0-9_:.-]{0,64}$/.test(v), 'may hold only letters, digits and _ : . - (64 at most)'),
+  /** Time limit of one Redis command before the RMS reports Redis unavailable. @default 2000 */
+  REDIS_COMMAND_TIMEOUT_MS: positiveMs(2000, 60_000),
+  /** PostgreSQL, the source of truth. @default postgres://postgres@127.0.0.1:5432/reservation_saga */
+  DATABASE_URL: url(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/reservation_saga'),
+  /** Connections in the pool of each process. @default 10 */
+  DB_POOL_MAX: z.coerce.number().int().min(1).max(1000).default(10),
+  /** Statement timeout of every pooled connection. @default 30000 */
+  DB_STATEMENT_TIMEOUT_MS: positiveMs(30_000),
+  /** Time limit for opening a connection. @default 5000 */
+  DB_CONNECT_TIMEOUT_MS: positiveMs(5_000, 600_000),
+  /** Lease of a reservation; extended by every heartbeat of the fenced write. @default 30000 */
+  LEASE_MS: positiveMs(30_000),
+  /** How often the fenced write heartbeats (and so extends the lease). @default 5000 */
+  HEARTBEAT_INTERVAL_MS: positiveMs(5_000),
+  /** Temporal heartbeat timeout of the fenced write. @default 15000 */
+  HEARTBEAT_TIMEOUT_MS: positiveMs(15_000),
+});
+
+/** The validated configuration. */
+export interface Config {
+  temporal: {
+    address: string;
+    namespace: string;
+    taskQueue: string;
+    /** TLS settings, or undefined for a plain connection (the local dev server). */
+    tls?: { certPath?: string; keyPath?: string; caPath?: string; serverName?: string };
+    apiKey?: string;
+    uiUrl: string;
+  };
+  redis: { url: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
+  db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number };
+  saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
+}
+
+/** The names of every environment variable read by {@link loadConfig}. */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape) as (keyof typeof envSchema.shape)[];
+
+/**
+ * Reads and validates the configuration.
+ * @throws ConfigError naming the first variable at fault.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const picked = Object.fromEntries(CONFIG_VARIABLES.map((k) => [k, env[k] === '' ? undefined : env[k]]));
+  const parsed = envSchema.safeParse(picked);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(env[variable] ?? '')})`);
+  }
+  const e = parsed.data;
+
+  // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
+  if (!(e.HEARTBEAT_INTERVAL_MS < e.HEARTBEAT_TIMEOUT_MS)) {
+    throw new ConfigError('HEARTBEAT_INTERVAL_MS', `must be below HEARTBEAT_TIMEOUT_MS (${e.HEARTBEAT_TIMEOUT_MS})`);
+  }
+  if (!(e.HEARTBEAT_TIMEOUT_MS < e.LEASE_MS)) {
+    throw new ConfigError('HEARTBEAT_TIMEOUT_MS', `must be below LEASE_MS (${e.LEASE_MS})`);
+  }
+  if ((e.TEMPORAL_TLS_CERT_PATH === undefined) !== (e.TEMPORAL_TLS_KEY_PATH === undefined)) {
+    throw new ConfigError('TEMPORAL_TLS_CERT_PATH', 'TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together');
+  }
+
+  const useTls = e.TEMPORAL_TLS || e.TEMPORAL_TLS_CERT_PATH !== undefined || e.TEMPORAL_API_KEY !== undefined;
+  return {
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      tls: useTls
+        ? {
+            certPath: e.TEMPORAL_TLS_CERT_PATH,
+            keyPath: e.TEMPORAL_TLS_KEY_PATH,
+            caPath: e.TEMPORAL_TLS_CA_PATH,
+            serverName: e.TEMPORAL_TLS_SERVER_NAME,
+          }
+        : undefined,
+      apiKey: e.TEMPORAL_API_KEY,
+      uiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, ''),
+    },
+    redis: {
+      url: e.REDIS_URL,
+      clusterNodes: e.REDIS_CLUSTER_NODES?.split(',').map((node) => {
+        const [host, port] = node.trim().split(':');
+        return { host: host!, port: Number(port) };
+      }),
+      keyPrefix: e.REDIS_KEY_PREFIX,
+      commandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    },
+    db: {
+      url: e.DATABASE_URL,
+      poolMax: e.DB_POOL_MAX,
+      statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+      connectTimeoutMs: e.DB_CONNECT_TIMEOUT_MS,
+    },
+    saga: {
+      leaseMs: e.LEASE_MS,
+      heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
+    },
+  };
+}
+
+/**
+ * Loads the configuration for a command-line entry point: on a bad value it prints one line naming
+ * the variable and exits with status 78 (EX_CONFIG), instead of a stack trace.
+ */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(78);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Applies the numbered, forward-only SQL files in `migrations/` with node-pg-migrate.
+ *
+ * node-pg-migrate takes a *try* advisory lock and fails when another process holds it. We first take
+ * the same advisory lock, blocking, on the connection we hand it: a second process waits for the
+ * first to finish and then finds nothing left to apply. (Advisory locks are re-entrant per session,
+ * so node-pg-migrate's own try-lock on that connection succeeds.)
+ */
+import path from 'node:path';
+import pg from 'pg';
+import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
+
+/** Folder of the SQL migrations. */
+export const MIGRATIONS_DIR = path.resolve(__dirname, '../../migrations');
+
+/** Table that records applied migrations. */
+export const MIGRATIONS_TABLE = 'schema_migrations';
+
+/**
+ * Creates the database named in `databaseUrl` when it does not exist yet (connecting to the
+ * `postgres` maintenance database of the same server).
+ */
+export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
+  const target = new URL(databaseUrl);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  if (!/^[A-Za-z0-9_]{1,63}$/.test(name)) throw new Error(`database name ${JSON.stringify(name)} is not a plain identifier`);
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rowCount) return false;
+    try {
+      await client.query(`CREATE DATABASE "${name}"`);
+    } catch (err) {
+      // 42P04 duplicate_database: another process created it between our check and our create.
+      if ((err as { code?: string }).code !== '42P04') throw err;
+      return false;
+    }
+    return true;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Applies pending migrations; returns the names applied (empty when up to date). */
+export async function migrate(databaseUrl: string, log: (line: string) => void = () => {}): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
+    try {
+      const applied = await runner({
+        dbClient: client,
+        dir: MIGRATIONS_DIR,
+        migrationsTable: MIGRATIONS_TABLE,
+        direction: 'up',
+        singleTransaction: true,
+        checkOrder: true,
+        log: () => {},
+        logger: { debug: () => {}, info: () => {}, warn: log, error: log },
+      });
+      return applied.map((m) => m.name);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]);
+    }
+  } finally {
+    await client.end();
+  }
+}

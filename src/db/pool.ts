@@ -1,0 +1,25 @@
+/** The PostgreSQL pool, configured once from {@link Config}. */
+import pg from 'pg';
+import type { Config } from '../config';
+
+/** Options of {@link createPool}: the `db` part of the config. */
+export type PoolOptions = Config['db'];
+
+/**
+ * Creates a pool whose every connection carries the statement timeout, and whose idle-client errors
+ * (a restarted server) are logged instead of crashing the process.
+ */
+export function createPool(options: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    statement_timeout: options.statementTimeoutMs,
+    idleTimeoutMillis: 30_000,
+    application_name: 'reservation-saga',
+  });
+  pool.on('error', (err) => {
+    process.stderr.write(`postgres: idle client error: ${err.message}\n`);
+  });
+  return pool;
+}

@@ -1,0 +1,3 @@
+/** Sandbox-safe definitions shared by workflows, activities, worker and client. */
+export * from './search-attributes';
+export * from './smoke';

@@ -1,0 +1,27 @@
+/** Connections to Temporal built from the config: plain for the dev server, TLS/API key for a cluster or Cloud. */
+import { readFileSync } from 'node:fs';
+import { Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import type { TLSConfig } from '@temporalio/client';
+import type { Config } from './config';
+
+function tlsOf(temporal: Config['temporal']): TLSConfig | undefined {
+  const tls = temporal.tls;
+  if (!tls) return undefined;
+  return {
+    serverNameOverride: tls.serverName,
+    serverRootCACertificate: tls.caPath ? readFileSync(tls.caPath) : undefined,
+    clientCertPair:
+      tls.certPath && tls.keyPath ? { crt: readFileSync(tls.certPath), key: readFileSync(tls.keyPath) } : undefined,
+  };
+}
+
+/** A client connection (for `SagaClient` and the CLI). */
+export function connectClient(temporal: Config['temporal']): Promise<Connection> {
+  return Connection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
+}
+
+/** A worker connection. */
+export function connectWorker(temporal: Config['temporal']): Promise<NativeConnection> {
+  return NativeConnection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
+}

@@ -1,0 +1,94 @@
+/**
+ * The composition root: config → clients → activities → Worker. Run it as a process
+ * (`npm run worker`); start several on one task queue to share the work.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { Cluster, Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import { createActivities } from './activities';
+import { loadConfigOrExit, type Config } from './config';
+import { createPool } from './db/pool';
+import { createRedis } from './rms/connection';
+import { connectWorker } from './temporal';
+
+/** Prebundled workflow code written by `npm run build`; used in production when present. */
+export const WORKFLOW_BUNDLE_PATH = path.resolve(__dirname, '../dist/workflow-bundle.js');
+
+/** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */
+export interface StartWorkerOptions {
+  config: Config;
+  /** An existing connection; otherwise one is opened from the config (and closed on shutdown). */
+  connection?: NativeConnection;
+  /** Workflow code: a prebuilt bundle, or else the bundle in dist/, or else the sources. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  /** Extra Worker options (e.g. identity, concurrency). */
+  workerOptions?: Partial<WorkerOptions>;
+}
+
+/** A worker (not yet running) and everything it owns. */
+export interface AppWorker {
+  worker: Worker;
+  redis: Redis | Cluster;
+  pool: Pool;
+  /** Closes the clients the worker owns; call after `worker.run()` / `runUntil()` returned. */
+  close: () => Promise<void>;
+}
+
+/** Creates the clients and the Worker. Run it with `worker.run()` or `worker.runUntil()`, then `close()`. */
+export async function createWorker(options: StartWorkerOptions): Promise<AppWorker> {
+  const { config } = options;
+  const redis = createRedis(config.redis);
+  const pool = createPool(config.db);
+  const ownConnection = options.connection === undefined;
+  const connection = options.connection ?? (await connectWorker(config.temporal));
+  const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = options.workflowBundle
+    ? { workflowBundle: options.workflowBundle }
+    : existsSync(WORKFLOW_BUNDLE_PATH)
+      ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
+      : { workflowsPath: require.resolve('./workflows') };
+  const close = async () => {
+    await redis.quit().catch(() => redis.disconnect());
+    await pool.end();
+    if (ownConnection) await connection.close();
+  };
+  let worker: Worker;
+  try {
+    worker = await Worker.create({
+      connection,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+      activities: createActivities({ redis, pool, keyPrefix: config.redis.keyPrefix }),
+      shutdownGraceTime: '10 seconds',
+      ...workflowSource,
+      ...options.workerOptions,
+    });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { worker, redis, pool, close };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
+  // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
+  const { worker, close } = await createWorker({ config });
+  process.stderr.write(
+    `worker: polling ${config.temporal.address} namespace=${config.temporal.namespace} task-queue=${config.temporal.taskQueue}\n`,
+  );
+  try {
+    await worker.run();
+  } finally {
+    await close();
+  }
+  process.stderr.write('worker: stopped\n');
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`worker: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

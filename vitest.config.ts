@@ -1,0 +1,29 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          environment: 'node',
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts', 'test/workflows/**/*.test.ts'],
+          environment: 'node',
+          // Temporal workers run native code: one process per test file.
+          pool: 'forks',
+          maxWorkers: 2,
+          globalSetup: ['test/helpers/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+    ],
+  },
+});
