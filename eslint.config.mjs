@@ -2,6 +2,7 @@
 // Temporal's deterministic sandbox: no Node built-ins, no I/O clients, no RMS or DB modules).
 import { builtinModules } from 'node:module';
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
@@ -43,5 +44,6 @@ export default tseslint.config(
   {
     files: ['**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
+    languageOptions: { globals: globals.node },
   },
 );
