@@ -18,7 +18,9 @@ help:
 	@echo "make bench       benchmarks"
 
 $(STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	@# npm ci cannot be used: this registry lacks the other platforms' optional binaries (e.g. @swc/core-darwin-*),
+	@# so npm ci reports the lock out of sync. npm install --no-save installs the locked tree and writes nothing.
+	npm install --no-save --no-audit --no-fund --loglevel=error
 	@touch $@
 
 install: $(STAMP)

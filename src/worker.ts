@@ -11,10 +11,11 @@ import { createActivities } from './activities';
 import { loadConfigOrExit, type Config } from './config';
 import { createPool } from './db/pool';
 import { createRedis } from './rms/connection';
+import { PROJECT_ROOT } from './paths';
 import { connectWorker } from './temporal';
 
-/** Prebundled workflow code written by `npm run build`; used in production when present. */
-export const WORKFLOW_BUNDLE_PATH = path.resolve(__dirname, '../dist/workflow-bundle.js');
+/** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
+export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
 
 /** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */
 export interface StartWorkerOptions {
@@ -45,7 +46,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   const connection = options.connection ?? (await connectWorker(config.temporal));
   const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = options.workflowBundle
     ? { workflowBundle: options.workflowBundle }
-    : existsSync(WORKFLOW_BUNDLE_PATH)
+    : __filename.endsWith('.js') && existsSync(WORKFLOW_BUNDLE_PATH)
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('./workflows') };
   const close = async () => {

@@ -9,9 +9,10 @@
 import path from 'node:path';
 import pg from 'pg';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
+import { PROJECT_ROOT } from '../paths';
 
 /** Folder of the SQL migrations. */
-export const MIGRATIONS_DIR = path.resolve(__dirname, '../../migrations');
+export const MIGRATIONS_DIR = path.join(PROJECT_ROOT, 'migrations');
 
 /** Table that records applied migrations. */
 export const MIGRATIONS_TABLE = 'schema_migrations';

@@ -1,0 +1,12 @@
+// Prebundles the workflow code for production workers (dist/workflow-bundle.js), so a worker does
+// not run webpack at start-up.
+import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(import.meta.url);
+const { bundleWorkflowCode } = require('@temporalio/worker');
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'src/workflows/index.ts') });
+writeFileSync(path.join(root, 'dist/workflow-bundle.js'), code);
+console.log(`bundle-workflows: wrote dist/workflow-bundle.js (${code.length} bytes)`);
