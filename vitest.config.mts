@@ -9,6 +9,7 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -19,6 +20,7 @@ export default defineConfig({
           // Temporal workers run native code: one process per test file.
           pool: 'forks',
           maxWorkers: 2,
+          sequence: { groupOrder: 1 },
           globalSetup: ['test/helpers/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 300_000,

@@ -1,5 +1,6 @@
 // Prints `N passed, N failed` from vitest's JSON report. A test file that failed before any of its
-// tests could fail (an import error, a failing hook) counts as one failure, so it is never hidden.
+// tests could fail (an import error, a failing hook) counts as one failure, and so does a run that
+// vitest failed for an unhandled error, so neither is hidden.
 import { existsSync, readFileSync } from 'node:fs';
 
 const file = process.argv[2] ?? 'test-results/vitest.json';
@@ -13,6 +14,8 @@ if (existsSync(file)) {
     const testsFailed = (result.assertionResults ?? []).some((a) => a.status === 'failed');
     if (result.status === 'failed' && !testsFailed) failed += 1;
   }
+  // An unhandled error fails the run even when every test passed.
+  if (report.success === false && failed === 0) failed = 1;
 } else {
   console.error(`no test report at ${file}: the run stopped before the tests`);
 }
