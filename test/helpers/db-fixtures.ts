@@ -72,3 +72,33 @@ export async function untilBlockedOnLock(observer: pg.Pool, pid: number): Promis
   }
   throw new Error(`backend ${pid} never waited for a lock`);
 }
+
+/**
+ * Drives one interleaving deterministically: session A opens a transaction and runs `hold`; session
+ * B then starts `blocked`, which must wait for A's locks; once B is seen waiting, A ends with `end`;
+ * B's result is returned. A's transaction is always ended and both clients released.
+ */
+export async function behindOpenTransaction<T>(
+  pool: pg.Pool,
+  hold: (a: pg.PoolClient) => Promise<unknown>,
+  blocked: (b: pg.PoolClient) => Promise<T>,
+  end: 'COMMIT' | 'ROLLBACK',
+): Promise<T> {
+  const [a, b] = await checkout(pool, 2);
+  let pending: Promise<T> | undefined;
+  try {
+    await a!.query('BEGIN');
+    await hold(a!);
+    const bPid = await backendPid(b!);
+    pending = blocked(b!);
+    pending.catch(() => {});
+    await untilBlockedOnLock(pool, bPid);
+    await a!.query(end);
+    return await pending;
+  } finally {
+    await a!.query('ROLLBACK').catch(() => {});
+    await pending?.catch(() => {});
+    a!.release();
+    b!.release();
+  }
+}

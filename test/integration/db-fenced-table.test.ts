@@ -5,21 +5,11 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTable, ordersTable, type FencedRow, type FencedStatus, type WriteFencedResult } from '../../src/db';
-import {
-  backendPid,
-  checkout,
-  distinctTokens,
-  maxToken,
-  testPool,
-  token,
-  uniqueId,
-  uniqueSchema,
-  untilBlockedOnLock,
-} from '../helpers/db-fixtures';
+import { behindOpenTransaction, checkout, distinctTokens, maxToken, testPool, token, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
 
 let pool: pg.Pool;
 beforeAll(() => {
-  pool = testPool(6);
+  pool = testPool(4);
 });
 afterAll(async () => {
   await pool.end();
@@ -176,66 +166,47 @@ describe('writeFenced', () => {
   it('classifies by the committed row it waited for, not by its own snapshot, when the row was inserted meanwhile', async () => {
     // B starts while A's insert is uncommitted; B's snapshot never contains A's row.
     const intentKey = uniqueId('wait-insert');
-    const [a, b] = await checkout(pool, 2);
-    try {
-      await a!.query('BEGIN');
-      await ordersTable.writeFenced(a!, { intentKey, sessionId: 'A', fencingToken: token(20), data: data('A') });
-      const bPid = await backendPid(b!);
 
-      const pending = ordersTable.writeFenced(b!, { intentKey, sessionId: 'B', fencingToken: token(19), data: data('B') });
-      await untilBlockedOnLock(pool, bPid);
-      await a!.query('COMMIT');
+    const result = await behindOpenTransaction(
+      pool,
+      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(20), data: data('A') }),
+      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(19), data: data('B') }),
+      'COMMIT',
+    );
 
-      expect(await pending).toEqual({ status: 'FENCED_OUT' });
-      expect(await ordersTable.find(pool, intentKey)).toMatchObject({ lastFencingToken: token(20), sessionId: 'A' });
-    } finally {
-      a!.release();
-      b!.release();
-    }
+    expect(result).toEqual({ status: 'FENCED_OUT' });
+    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ lastFencingToken: token(20), sessionId: 'A' });
   });
 
   it('reports DUPLICATE when the PROCESSING row it would take over was registered by a transaction it waited for', async () => {
     // B's snapshot shows PROCESSING (takeover); the version it locks, after A commits, is REGISTERED.
     const intentKey = uniqueId('wait-register');
     const before = await seed(intentKey, 'PROCESSING', token(30));
-    const [a, b] = await checkout(pool, 2);
-    try {
-      await a!.query('BEGIN');
-      expect(await ordersTable.markRegistered(a!, { intentKey, fencingToken: token(30) })).toEqual({ status: 'OK' });
-      const bPid = await backendPid(b!);
 
-      const pending = ordersTable.writeFenced(b!, { intentKey, sessionId: 'B', fencingToken: token(31), data: data('B') });
-      await untilBlockedOnLock(pool, bPid);
-      await a!.query('COMMIT');
+    const result = await behindOpenTransaction(
+      pool,
+      (a) => ordersTable.markRegistered(a, { intentKey, fencingToken: token(30) }),
+      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(31), data: data('B') }),
+      'COMMIT',
+    );
 
-      expect(await pending).toEqual({ status: 'DUPLICATE', id: before.id });
-      expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: token(30), sessionId: before.sessionId });
-    } finally {
-      a!.release();
-      b!.release();
-    }
+    expect(result).toEqual({ status: 'DUPLICATE', id: before.id });
+    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: token(30), sessionId: before.sessionId });
   });
 
   it('inserts its own row when the transaction it waited for rolled back its insert', async () => {
     const intentKey = uniqueId('wait-rollback');
-    const [a, b] = await checkout(pool, 2);
-    try {
-      await a!.query('BEGIN');
-      await ordersTable.writeFenced(a!, { intentKey, sessionId: 'A', fencingToken: token(40), data: data('A') });
-      const bPid = await backendPid(b!);
 
-      const pending = ordersTable.writeFenced(b!, { intentKey, sessionId: 'B', fencingToken: token(39), data: data('B') });
-      await untilBlockedOnLock(pool, bPid);
-      await a!.query('ROLLBACK');
+    const result = await behindOpenTransaction(
+      pool,
+      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(40), data: data('A') }),
+      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(39), data: data('B') }),
+      'ROLLBACK',
+    );
 
-      const result = await pending;
-      const row = await ordersTable.find(pool, intentKey);
-      expect(result).toEqual({ status: 'WRITTEN', id: row!.id });
-      expect(row).toMatchObject({ lastFencingToken: token(39), sessionId: 'B' });
-    } finally {
-      a!.release();
-      b!.release();
-    }
+    const row = await ordersTable.find(pool, intentKey);
+    expect(result).toEqual({ status: 'WRITTEN', id: row!.id });
+    expect(row).toMatchObject({ lastFencingToken: token(39), sessionId: 'B' });
   });
 });
 
@@ -316,22 +287,16 @@ describe('fenced transitions', () => {
     // The compensation's snapshot shows its own PROCESSING row; the version it locks is the newer holder's.
     const intentKey = uniqueId('late-compensation');
     await seed(intentKey, 'PROCESSING', token(6));
-    const [a, b] = await checkout(pool, 2);
-    try {
-      await a!.query('BEGIN');
-      await ordersTable.writeFenced(a!, { intentKey, sessionId: 'newer', fencingToken: token(7), data: data('Newer') });
-      const bPid = await backendPid(b!);
 
-      const pending = ordersTable.markCompensated(b!, { intentKey, fencingToken: token(6) });
-      await untilBlockedOnLock(pool, bPid);
-      await a!.query('COMMIT');
+    const result = await behindOpenTransaction(
+      pool,
+      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'newer', fencingToken: token(7), data: data('Newer') }),
+      (b) => ordersTable.markCompensated(b, { intentKey, fencingToken: token(6) }),
+      'COMMIT',
+    );
 
-      expect(await pending).toEqual({ status: 'FENCED_OUT' });
-      expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'PROCESSING', lastFencingToken: token(7), sessionId: 'newer' });
-    } finally {
-      a!.release();
-      b!.release();
-    }
+    expect(result).toEqual({ status: 'FENCED_OUT' });
+    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'PROCESSING', lastFencingToken: token(7), sessionId: 'newer' });
   });
 });
 
