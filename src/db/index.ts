@@ -1,5 +1,6 @@
 /**
- * The PostgreSQL layer: pool, migrations, fenced entity rows and their errors. Never imports `@temporalio/*`.
+ * The PostgreSQL layer: pool, migrations, fenced entity rows, the step idempotency store, and
+ * their errors. Never imports `@temporalio/*`.
  */
 export type { Queryable } from './queryable';
 export {
@@ -15,9 +16,13 @@ export {
   type WriteFencedResult,
 } from './fenced-table';
 export { ordersTable } from './orders';
+export { canonicalJson, requestHash } from './canonical-json';
+export { purgeIdempotencyRecords, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
 export {
   DbError,
   DbUnavailableError,
+  IdempotencyKeyReuseError,
+  IdempotencyRecordStateError,
   InvalidArgumentError,
   isUnavailable,
   translateDbError,
