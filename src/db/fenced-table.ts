@@ -157,7 +157,9 @@ export interface FencedStatements {
  * changed row is re-read (EvalPlanQual) and the CASEs and RETURNING see that newest version. The
  * outcome comes from RETURNING: another token → FENCED_OUT; our token and the target status →
  * OK (changed now, or a repeat); our token and any other status → ILLEGAL_TRANSITION from it;
- * no row → NOT_FOUND.
+ * no row → NOT_FOUND. NOT_FOUND is judged on the statement's snapshot (an UPDATE does not see a
+ * row inserted after it began), which is sound: a holder's own row was committed by its
+ * writeFenced before it ever asks for a transition, and rows are never deleted.
  */
 export function buildStatements(options: FencedTableOptions): FencedStatements {
   const table = quoteQualifiedName(options.table, 'table');
@@ -217,8 +219,13 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
  * locked until it ends, so a newer holder waits for it: end the transaction promptly after a
  * FENCED_OUT or DUPLICATE.
  *
+ * The statements are written for READ COMMITTED (PostgreSQL's default). Under REPEATABLE READ or
+ * SERIALIZABLE a row changed concurrently makes them fail with 40001 (serialization_failure)
+ * instead of re-reading it: retry the transaction.
+ *
  * Expected outcomes are values; failures throw: `InvalidArgumentError` before any SQL for bad
- * input, `DbUnavailableError` when PostgreSQL cannot be reached, the driver's error otherwise.
+ * input, `DbUnavailableError` when PostgreSQL cannot be reached, the driver's error otherwise
+ * (e.g. a CHECK constraint on a data column).
  */
 export class FencedTable {
   /** The table's data columns, as given. */

@@ -2,7 +2,7 @@
  * PostgreSQL out of reach: every entry point of the db layer says so with DbUnavailableError
  * (cause kept), distinct from statement outcomes.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, DbUnavailableError, ordersTable, purgeIdempotencyRecords, withIdempotency } from '../../src/db';
 import { testPool, token, uniqueId } from '../helpers/db-fixtures';
