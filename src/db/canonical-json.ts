@@ -1,0 +1,62 @@
+/** Canonical JSON and the request hash of the idempotency store. */
+import { createHash } from 'node:crypto';
+import { InvalidArgumentError } from './errors';
+
+/**
+ * The canonical JSON text of `value`: what `JSON.stringify` would write (toJSON honoured,
+ * undefined/functions/symbols omitted from objects and null in arrays, non-finite numbers null),
+ * with object keys sorted recursively by UTF-16 code units and no whitespace. A top-level value
+ * that JSON cannot hold (undefined) is `null`.
+ * @throws InvalidArgumentError for a bigint or a cycle (JSON cannot hold them).
+ */
+export function canonicalJson(value: unknown): string {
+  return encode(value, '', new Set(), '$') ?? 'null';
+}
+
+/**
+ * SHA-256 (hex) of the canonical JSON of `payload`: equal for payloads that differ only in key
+ * order.
+ * @throws InvalidArgumentError when the payload is not JSON (a bigint, a cycle).
+ */
+export function requestHash(payload: unknown): string {
+  return createHash('sha256').update(canonicalJson(payload), 'utf8').digest('hex');
+}
+
+function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {
+  let value = input;
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    value = (value as { toJSON: (key: string) => unknown }).toJSON(key);
+  }
+  if (value instanceof Number || value instanceof String || value instanceof Boolean) value = value.valueOf();
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? JSON.stringify(value) : 'null';
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'bigint':
+      throw new InvalidArgumentError(path, 'a bigint is not JSON (pass it as a decimal string)');
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+  }
+  if (value === null) return 'null';
+  const object = value as object;
+  if (ancestors.has(object)) throw new InvalidArgumentError(path, 'is circular');
+  ancestors.add(object);
+  try {
+    if (Array.isArray(object)) {
+      return `[${object.map((item: unknown, i) => encode(item, String(i), ancestors, `${path}[${i}]`) ?? 'null').join(',')}]`;
+    }
+    const members: string[] = [];
+    for (const name of Object.keys(object).sort()) {
+      const encoded = encode((object as Record<string, unknown>)[name], name, ancestors, `${path}.${name}`);
+      if (encoded !== undefined) members.push(`${JSON.stringify(name)}:${encoded}`);
+    }
+    return `{${members.join(',')}}`;
+  } finally {
+    ancestors.delete(object);
+  }
+}

@@ -1,0 +1,363 @@
+/**
+ * Fenced entity rows: a reusable write layer for any table that carries the fencing columns
+ *
+ *   id bigint (identity) PRIMARY KEY, intent_key text NOT NULL UNIQUE, status text NOT NULL,
+ *   last_fencing_token bigint NOT NULL, session_id text NOT NULL,
+ *   created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now()
+ *
+ * plus the table's own data columns. Every statement is built once, in the constructor, from
+ * validated and quoted identifiers; every value is a parameter.
+ */
+import { InvalidArgumentError, DbError } from './errors';
+import { quoteIdentifier, quoteQualifiedName } from './identifiers';
+import { runArrayQuery, runQuery, type Queryable } from './queryable';
+import { checkText } from './validate';
+
+/** Every status of a fenced row, in lifecycle order. */
+export const FENCED_STATUSES = ['PROCESSING', 'REGISTERED', 'COMPLETED', 'FAILED', 'COMPENSATED'] as const;
+
+/**
+ * Status of a fenced row: PROCESSING (written under a live lease) → REGISTERED (finalised) →
+ * COMPLETED, or FAILED / COMPENSATED.
+ */
+export type FencedStatus = 'PROCESSING' | 'REGISTERED' | 'COMPLETED' | 'FAILED' | 'COMPENSATED';
+
+/** Which table a {@link FencedTable} writes, and which of its columns are data. */
+export interface FencedTableOptions {
+  /**
+   * Table name, e.g. `'orders'`, optionally schema-qualified (`'sales.orders'`). Each part must be
+   * lower-case letters, digits and `_` (at most 63); it is double-quoted in SQL. An unqualified
+   * name is resolved through the connection's `search_path`.
+   */
+  table: string;
+  /**
+   * Data columns written by `writeFenced` and read by `find`, e.g. `['customer', 'items',
+   * 'amount_cents']`. Same identifier rule as `table`; no duplicates; none of the fencing columns.
+   */
+  dataColumns: readonly string[];
+}
+
+/** A fenced row as read by {@link FencedTable.find}. */
+export interface FencedRow {
+  /** Row id (bigint, as a decimal string). */
+  id: string;
+  intentKey: string;
+  status: FencedStatus;
+  /** Token of the holder that last wrote the row (bigint, as a decimal string). */
+  lastFencingToken: string;
+  sessionId: string;
+  /**
+   * The data columns, as node-postgres parses them by default: bigint and numeric as strings,
+   * json/jsonb parsed, timestamptz as `Date`, SQL NULL as `null`.
+   */
+  data: Record<string, unknown>;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/**
+ * Outcome of {@link FencedTable.writeFenced}.
+ * - `WRITTEN`: the caller's token owns the row (inserted, taken over, or an earlier write of the
+ *   same token: an activity retry).
+ * - `FENCED_OUT`: a newer token owns the row; nothing changed.
+ * - `DUPLICATE`: the intent is REGISTERED or COMPLETED under an older token; nothing changed.
+ */
+export type WriteFencedResult = { status: 'WRITTEN'; id: string } | { status: 'FENCED_OUT' } | { status: 'DUPLICATE'; id: string };
+
+/**
+ * Outcome of a fenced transition (`markRegistered` and friends). Only `OK` changed anything (or
+ * found the row already in the target state under the same token).
+ * - `FENCED_OUT`: the row carries another token.
+ * - `ILLEGAL_TRANSITION`: the row is ours but its status `from` does not lead to the target.
+ * - `NOT_FOUND`: no row for the intent.
+ */
+export type TransitionResult =
+  | { status: 'OK' }
+  | { status: 'FENCED_OUT' }
+  | { status: 'ILLEGAL_TRANSITION'; from: FencedStatus }
+  | { status: 'NOT_FOUND' };
+
+/** Input of {@link FencedTable.writeFenced}. */
+export interface WriteFencedInput {
+  intentKey: string;
+  sessionId: string;
+  /** Positive integer up to 2^63-1, as a decimal string or a bigint (never a JS number). */
+  fencingToken: string | bigint;
+  /**
+   * One value per data column, exactly the table's `dataColumns` (use `null` for SQL NULL). Values
+   * are sent as one JSON document and converted to the column types by PostgreSQL
+   * (`jsonb_populate_record`): a jsonb column stores the value as given, a bigint column accepts a
+   * decimal string or a bigint. Strings may not contain NUL (PostgreSQL text cannot).
+   */
+  data: Record<string, unknown>;
+}
+
+/** Input of the fenced transitions. */
+export interface TransitionInput {
+  intentKey: string;
+  /** The caller's token; the row changes only when it is the row's `last_fencing_token`. */
+  fencingToken: string | bigint;
+}
+
+/**
+ * Legal transitions: target status and the statuses it may come from. A repeat of a transition
+ * (row already in the target status, same token) is also OK: activities run at least once.
+ */
+export const TRANSITIONS = {
+  markRegistered: { to: 'REGISTERED', from: ['PROCESSING'] },
+  markCompleted: { to: 'COMPLETED', from: ['REGISTERED'] },
+  markFailed: { to: 'FAILED', from: ['PROCESSING', 'REGISTERED'] },
+  markCompensated: { to: 'COMPENSATED', from: ['PROCESSING', 'REGISTERED'] },
+} as const satisfies Record<string, { to: FencedStatus; from: readonly FencedStatus[] }>;
+
+/** Statuses a newer token may take over: the holder lost its lease, or the saga was undone. */
+const TAKEOVER_FROM: readonly FencedStatus[] = ['PROCESSING', 'FAILED', 'COMPENSATED'];
+
+const FENCING_COLUMNS = ['id', 'intent_key', 'status', 'last_fencing_token', 'session_id', 'created_at', 'updated_at'];
+const MAX_BIGINT = 9223372036854775807n;
+
+/** The SQL of one fenced table, built once. Exported for tests and documentation. */
+export interface FencedStatements {
+  writeFenced: string;
+  transition: string;
+  find: string;
+}
+
+/**
+ * Builds the statements of a fenced table.
+ *
+ * writeFenced is ONE statement, race-free under READ COMMITTED, inside or outside the caller's
+ * transaction. It is an upsert whose DO UPDATE has no WHERE: it always locks and rewrites the
+ * conflicting row, and each SET chooses, by a CASE on that row, between the new value (takeover)
+ * and the row's own value (no change). RETURNING then reports the row as the statement left it,
+ * and the outcome is read from it: our token → WRITTEN, a higher one → FENCED_OUT, a lower one
+ * (only left in place when REGISTERED/COMPLETED) → DUPLICATE.
+ *
+ * Why not `DO UPDATE ... WHERE takeover` plus a look at the row when nothing came back? Because
+ * that look would be a second snapshot. The conflicting row the upsert locks is the newest
+ * committed version, which may be newer than the statement's snapshot, or not in it at all:
+ *
+ *   A: BEGIN; writeFenced(t=5)  -- inserts PROCESSING, uncommitted
+ *   B: writeFenced(t=3)         -- snapshot taken; conflict on A's row: waits for A
+ *   A: COMMIT
+ *   B: locks A's committed row  -- invisible to B's snapshot; a CTE SELECT would find no row
+ *
+ * and when A had updated an existing row instead (takeover, markRegistered), a same-statement
+ * SELECT shows the version before A's change, so "not updated" could be misread (FENCED_OUT vs
+ * DUPLICATE, or a spurious "nobody here"); a follow-up SELECT, outside a transaction, sees
+ * whatever committed since. Here the upsert itself waits for A (speculative insertion waits for an
+ * in-progress inserter; the row lock waits for an in-progress updater, then the upsert restarts
+ * on the newest version), and the CASEs and RETURNING all see exactly the version it locked; no
+ * other statement is involved. The price is a new row version (same values) on FENCED_OUT and
+ * DUPLICATE and on a same-token retry, and, like any ON CONFLICT DO UPDATE, the row stays locked
+ * until the caller's transaction ends.
+ *
+ * The transitions use the same pattern: one UPDATE of the intent's row that always rewrites it,
+ * CASE-guarded on "our token and a legal source status"; under READ COMMITTED a concurrently
+ * changed row is re-read (EvalPlanQual) and the CASEs and RETURNING see that newest version. The
+ * outcome comes from RETURNING: another token → FENCED_OUT; our token and the target status →
+ * OK (changed now, or a repeat); our token and any other status → ILLEGAL_TRANSITION from it;
+ * no row → NOT_FOUND. NOT_FOUND is judged on the statement's snapshot (an UPDATE does not see a
+ * row inserted after it began), which is sound: a holder's own row was committed by its
+ * writeFenced before it ever asks for a transition, and rows are never deleted.
+ */
+export function buildStatements(options: FencedTableOptions): FencedStatements {
+  const table = quoteQualifiedName(options.table, 'table');
+  const columns: readonly string[] = options.dataColumns;
+  const given: unknown = options.dataColumns;
+  if (!Array.isArray(given)) throw new InvalidArgumentError('dataColumns', 'must be an array of column names');
+  const seen = new Set<string>();
+  const data = columns.map((column, i) => {
+    const quoted = quoteIdentifier(column, `dataColumns[${i}]`);
+    if (FENCING_COLUMNS.includes(column)) throw new InvalidArgumentError(`dataColumns[${i}]`, `"${column}" is a fencing column`);
+    if (seen.has(column)) throw new InvalidArgumentError(`dataColumns[${i}]`, `"${column}" is listed twice`);
+    seen.add(column);
+    return quoted;
+  });
+
+  const takeover = `cur.last_fencing_token < EXCLUDED.last_fencing_token AND cur.status IN (${TAKEOVER_FROM.map((s) => `'${s}'`).join(', ')})`;
+  const replaced = ['last_fencing_token', 'session_id', ...data].map(
+    (column) => `${column} = CASE WHEN ${takeover} THEN EXCLUDED.${column} ELSE cur.${column} END`,
+  );
+  const writeFenced = [
+    `INSERT INTO ${table} AS cur (intent_key, status, last_fencing_token, session_id${data.map((c) => `, ${c}`).join('')})`,
+    `SELECT $1::text, 'PROCESSING', $2::bigint, $3::text${data.map((c) => `, d.${c}`).join('')}`,
+    `  FROM jsonb_populate_record(NULL::${table}, $4::jsonb) AS d`,
+    `ON CONFLICT (intent_key) DO UPDATE SET`,
+    `  status = CASE WHEN ${takeover} THEN 'PROCESSING' ELSE cur.status END,`,
+    ...replaced.map((line) => `  ${line},`),
+    `  updated_at = CASE WHEN ${takeover} THEN now() ELSE cur.updated_at END`,
+    `RETURNING cur.id::text AS id,`,
+    `  CASE WHEN cur.last_fencing_token = $2::bigint THEN 'WRITTEN'`,
+    `       WHEN cur.last_fencing_token > $2::bigint THEN 'FENCED_OUT'`,
+    `       ELSE 'DUPLICATE' END AS outcome`,
+  ].join('\n');
+
+  const legal = `cur.last_fencing_token = $2::bigint AND cur.status = ANY ($3::text[])`;
+  const transition = [
+    `UPDATE ${table} AS cur SET`,
+    `  status = CASE WHEN ${legal} THEN $4::text ELSE cur.status END,`,
+    `  updated_at = CASE WHEN ${legal} THEN now() ELSE cur.updated_at END`,
+    `WHERE cur.intent_key = $1::text`,
+    `RETURNING cur.status, cur.last_fencing_token = $2::bigint AS owned`,
+  ].join('\n');
+
+  const find = [
+    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}`,
+    `  FROM ${table} WHERE intent_key = $1::text`,
+  ].join('\n');
+
+  return { writeFenced, transition, find };
+}
+
+/**
+ * Fenced writes and transitions on one table. Safe to share: it holds only the prepared SQL.
+ *
+ * Every method takes the {@link Queryable} to run on: the pool for a statement of its own, or a
+ * client inside the caller's transaction (the saga's activity does `BEGIN; writeFenced(tx, …);
+ * long work; COMMIT`, or ROLLBACK when its lease was lost). Inside a transaction the row stays
+ * locked until it ends, so a newer holder waits for it: end the transaction promptly after a
+ * FENCED_OUT or DUPLICATE.
+ *
+ * The statements are written for READ COMMITTED (PostgreSQL's default). Under REPEATABLE READ or
+ * SERIALIZABLE a row changed concurrently makes them fail with 40001 (serialization_failure)
+ * instead of re-reading it: retry the transaction.
+ *
+ * Expected outcomes are values; failures throw: `InvalidArgumentError` before any SQL for bad
+ * input, `DbUnavailableError` when PostgreSQL cannot be reached, the driver's error otherwise
+ * (e.g. a CHECK constraint on a data column).
+ */
+export class FencedTable {
+  /** The table's data columns, as given. */
+  readonly dataColumns: readonly string[];
+  private readonly sql: FencedStatements;
+
+  /** @throws InvalidArgumentError when the table or a column name is not a strict identifier. */
+  constructor(options: FencedTableOptions) {
+    this.sql = buildStatements(options);
+    this.dataColumns = [...options.dataColumns];
+  }
+
+  /**
+   * Writes the caller's row for an intent, fenced by its token, in one statement:
+   * - no row → inserted as PROCESSING → WRITTEN;
+   * - row with the same token (a retry) → unchanged → WRITTEN, same id, whatever its status;
+   * - row PROCESSING, FAILED or COMPENSATED with a lower token → taken over (status PROCESSING,
+   *   token, session, data and `updated_at` replaced) → WRITTEN, same id;
+   * - row with a higher token → FENCED_OUT, unchanged (whatever its status: the fence comes first);
+   * - row REGISTERED or COMPLETED with a lower token → DUPLICATE, unchanged.
+   * @throws InvalidArgumentError for a bad token, an empty key or session, or data that does not
+   *   match the data columns.
+   */
+  async writeFenced(q: Queryable, input: WriteFencedInput): Promise<WriteFencedResult> {
+    const intentKey = checkText(input.intentKey, 'intentKey');
+    const sessionId = checkText(input.sessionId, 'sessionId');
+    const token = normaliseToken(input.fencingToken);
+    const data = this.encodeData(input.data);
+    const { rows } = await runQuery<{ id: string; outcome: 'WRITTEN' | 'FENCED_OUT' | 'DUPLICATE' }>(
+      q,
+      'writeFenced',
+      this.sql.writeFenced,
+      [intentKey, token, sessionId, data],
+    );
+    const row = rows[0];
+    // ON CONFLICT DO UPDATE without WHERE returns the inserted or updated row, always.
+    if (!row) throw new DbError('writeFenced: the upsert returned no row');
+    return row.outcome === 'FENCED_OUT' ? { status: 'FENCED_OUT' } : { status: row.outcome, id: row.id };
+  }
+
+  /** PROCESSING → REGISTERED, only for the row's own token (a repeat is OK). */
+  markRegistered(q: Queryable, input: TransitionInput): Promise<TransitionResult> {
+    return this.transition(q, 'markRegistered', input);
+  }
+
+  /** REGISTERED → COMPLETED, only for the row's own token (a repeat is OK). */
+  markCompleted(q: Queryable, input: TransitionInput): Promise<TransitionResult> {
+    return this.transition(q, 'markCompleted', input);
+  }
+
+  /** PROCESSING or REGISTERED → FAILED, only for the row's own token (a repeat is OK). */
+  markFailed(q: Queryable, input: TransitionInput): Promise<TransitionResult> {
+    return this.transition(q, 'markFailed', input);
+  }
+
+  /**
+   * PROCESSING or REGISTERED → COMPENSATED, only for the row's own token (a repeat is OK): a
+   * compensation never touches a row a newer token owns.
+   */
+  markCompensated(q: Queryable, input: TransitionInput): Promise<TransitionResult> {
+    return this.transition(q, 'markCompensated', input);
+  }
+
+  /** The intent's row, or undefined. */
+  async find(q: Queryable, intentKey: string): Promise<FencedRow | undefined> {
+    const key = checkText(intentKey, 'intentKey');
+    const { rows } = await runArrayQuery(q, 'find', this.sql.find, [key]);
+    const row = rows[0];
+    if (!row) return undefined;
+    const [id, rowIntentKey, status, lastFencingToken, sessionId, createdAt, updatedAt, ...values] = row;
+    return {
+      id: id as string,
+      intentKey: rowIntentKey as string,
+      status: status as FencedStatus,
+      lastFencingToken: lastFencingToken as string,
+      sessionId: sessionId as string,
+      data: Object.fromEntries(this.dataColumns.map((column, i) => [column, values[i]])),
+      createdAt: createdAt as Date,
+      updatedAt: updatedAt as Date,
+    };
+  }
+
+  private async transition(q: Queryable, name: keyof typeof TRANSITIONS, input: TransitionInput): Promise<TransitionResult> {
+    const intentKey = checkText(input.intentKey, 'intentKey');
+    const token = normaliseToken(input.fencingToken);
+    const { to, from } = TRANSITIONS[name];
+    const { rows } = await runQuery<{ status: FencedStatus; owned: boolean }>(q, name, this.sql.transition, [intentKey, token, [...from], to]);
+    const row = rows[0];
+    if (!row) return { status: 'NOT_FOUND' };
+    if (!row.owned) return { status: 'FENCED_OUT' };
+    if (row.status === to) return { status: 'OK' };
+    return { status: 'ILLEGAL_TRANSITION', from: row.status };
+  }
+
+  /** The data as one JSON document holding exactly the data columns. */
+  private encodeData(data: unknown): string {
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+      throw new InvalidArgumentError('data', 'must be an object with one value per data column');
+    }
+    const record = data as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      if (!this.dataColumns.includes(key)) throw new InvalidArgumentError(`data.${key}`, 'is not a data column of this table');
+    }
+    const picked: Record<string, unknown> = {};
+    for (const column of this.dataColumns) {
+      if (record[column] === undefined) throw new InvalidArgumentError(`data.${column}`, 'is missing (use null for SQL NULL)');
+      picked[column] = record[column];
+    }
+    try {
+      return JSON.stringify(picked, (key, value: unknown) => {
+        if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
+          throw new InvalidArgumentError('data', 'strings may not contain NUL (U+0000)');
+        }
+        return typeof value === 'bigint' ? value.toString() : value;
+      });
+    } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err;
+      throw new InvalidArgumentError('data', `is not JSON-serialisable: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** Checks a fencing token and returns it as a canonical decimal string. */
+export function normaliseToken(token: unknown): string {
+  let value: bigint;
+  if (typeof token === 'bigint') value = token;
+  else if (typeof token === 'string' && /^[1-9][0-9]{0,18}$/.test(token)) value = BigInt(token);
+  else throw new InvalidArgumentError('fencingToken', `${describe(token)} is not a positive integer as a decimal string or bigint`);
+  if (value <= 0n || value > MAX_BIGINT) throw new InvalidArgumentError('fencingToken', `${value} is outside 1..${MAX_BIGINT}`);
+  return value.toString();
+}
+
+function describe(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value;
+}

@@ -1,0 +1,184 @@
+/**
+ * The step idempotency store: a step's record commits in the same transaction as the step's
+ * effect, so both happen once or not at all.
+ */
+import type pg from 'pg';
+import { requestHash } from './canonical-json';
+import {
+  DbError,
+  DbUnavailableError,
+  IdempotencyKeyReuseError,
+  IdempotencyRecordStateError,
+  InvalidArgumentError,
+  isUnavailable,
+  translateDbError,
+} from './errors';
+import { runQuery } from './queryable';
+import { checkText } from './validate';
+
+/** Input of {@link withIdempotency}. */
+export interface IdempotencyInput {
+  /** Namespace of the key, e.g. the step name. Non-empty. */
+  scope: string;
+  /** The idempotency key, e.g. `<saga key>:<step>`. Non-empty. */
+  key: string;
+  /** The request; its canonical-JSON SHA-256 is stored and compared on every later call. */
+  payload: unknown;
+}
+
+/** What {@link withIdempotency} returns. */
+export interface IdempotentResult<T> {
+  /** The result of `fn`: as returned on the first run; its JSON round-trip when replayed. */
+  result: T;
+  /** True when `fn` did not run now and the stored response was returned. */
+  replayed: boolean;
+}
+
+/** How often a record that vanished between conflict and read (purged) is retried. */
+const MAX_ATTEMPTS = 3;
+
+/*
+ * The claim: the first INSERT of (scope, key) owns the step until its transaction ends.
+ *
+ *   A: BEGIN; INSERT … PENDING              -- inserted, uncommitted
+ *   B: BEGIN; INSERT … ON CONFLICT DO NOTHING   -- conflicts with A's uncommitted row: waits for A
+ *   A: fn(tx) …; UPDATE … COMPLETED, response; COMMIT
+ *   B: DO NOTHING (row exists); SELECT      -- a new snapshot (READ COMMITTED): sees A's record
+ *   B: hash equal → replay A's response; hash differs → IdempotencyKeyReuseError
+ *
+ * When A's fn throws, A rolls back: its row never existed, B's INSERT goes through and B runs fn
+ * itself. A PENDING record is never visible to anyone else: it commits only as COMPLETED.
+ */
+const CLAIM = `INSERT INTO idempotency_store (scope, key, request_hash, status)
+VALUES ($1::text, $2::text, $3::text, 'PENDING')
+ON CONFLICT (scope, key) DO NOTHING`;
+
+const COMPLETE = `UPDATE idempotency_store
+SET status = 'COMPLETED', response = $3::jsonb, updated_at = clock_timestamp()
+WHERE scope = $1::text AND key = $2::text`;
+
+const READ = `SELECT request_hash, status, response FROM idempotency_store WHERE scope = $1::text AND key = $2::text`;
+
+const PURGE = `DELETE FROM idempotency_store
+WHERE status IN ('COMPLETED', 'FAILED') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
+
+type Attempt<T> = { kind: 'ran'; result: T } | { kind: 'replayed'; response: unknown } | { kind: 'vanished' };
+
+/**
+ * Runs `fn` at most once per (scope, key), in the transaction that records it.
+ *
+ * - First call: runs `fn(tx)`, stores COMPLETED with the JSON of its result, commits both, and
+ *   returns `{ result, replayed: false }`.
+ * - Same scope, key and payload again, later or concurrently: `fn` does not run; a concurrent
+ *   duplicate waits for the first to commit, then every duplicate gets the stored response with
+ *   `replayed: true`. The replayed result is the JSON round-trip of the first result (a `Date`
+ *   comes back as a string, `undefined` as `null`): return plain JSON from `fn`.
+ * - Same scope and key, different payload: `IdempotencyKeyReuseError`, nothing runs.
+ * - `fn` throws: the transaction rolls back (its effect and the record), the error propagates
+ *   unchanged, and a later call (or a waiting duplicate) runs `fn` again.
+ *
+ * `fn` must do its effect through `tx` (not through `pool`, which could be exhausted by
+ * duplicates waiting for this very transaction).
+ * @throws InvalidArgumentError before anything runs for an empty scope or key or a non-JSON payload;
+ *   and, after rolling back, when the result is not JSON-serialisable.
+ * @throws DbUnavailableError when PostgreSQL cannot be reached (after a lost COMMIT the outcome is
+ *   unknown: retrying is safe, it replays or runs).
+ */
+export async function withIdempotency<T>(
+  pool: pg.Pool,
+  input: IdempotencyInput,
+  fn: (tx: pg.PoolClient) => Promise<T>,
+): Promise<IdempotentResult<T>> {
+  const scope = checkText(input.scope, 'scope');
+  const key = checkText(input.key, 'key');
+  const hash = requestHash(input.payload);
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    const outcome = await inTransaction(pool, async (tx) => {
+      const claimed = await runQuery(tx, 'withIdempotency', CLAIM, [scope, key, hash]);
+      if (claimed.rowCount === 1) {
+        const result = await fn(tx);
+        await runQuery(tx, 'withIdempotency', COMPLETE, [scope, key, encodeResponse(result)]);
+        return { kind: 'ran', result } satisfies Attempt<T>;
+      }
+      const { rows } = await runQuery<{ request_hash: string; status: string; response: unknown }>(tx, 'withIdempotency', READ, [scope, key]);
+      const record = rows[0];
+      if (!record) return { kind: 'vanished' } satisfies Attempt<T>;
+      if (record.request_hash !== hash) throw new IdempotencyKeyReuseError(scope, key);
+      if (record.status !== 'COMPLETED') throw new IdempotencyRecordStateError(scope, key, record.status);
+      return { kind: 'replayed', response: record.response } satisfies Attempt<T>;
+    });
+    if (outcome.kind === 'ran') return { result: outcome.result, replayed: false };
+    if (outcome.kind === 'replayed') return { result: outcome.response as T, replayed: true };
+  }
+  throw new DbError(`withIdempotency: the record of ${JSON.stringify(key)} in ${JSON.stringify(scope)} vanished ${MAX_ATTEMPTS} times (purged while in use?)`);
+}
+
+/**
+ * Deletes COMPLETED and FAILED records last updated more than `olderThanMs` ago; returns how many.
+ * Purge only records older than any retry can come: a purged key runs its step again.
+ * @throws InvalidArgumentError when `olderThanMs` is not a non-negative whole number.
+ */
+export async function purgeIdempotencyRecords(pool: pg.Pool, input: { olderThanMs: number }): Promise<number> {
+  const { olderThanMs } = input;
+  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
+    throw new InvalidArgumentError('olderThanMs', `${String(olderThanMs)} is not a non-negative whole number of milliseconds`);
+  }
+  const { rowCount } = await runQuery(pool, 'purgeIdempotencyRecords', PURGE, [String(olderThanMs)]);
+  return rowCount ?? 0;
+}
+
+/** Runs `body` in a transaction on a client of its own; commits when it returns, rolls back when it throws. */
+async function inTransaction<R>(pool: pg.Pool, body: (tx: pg.PoolClient) => Promise<R>): Promise<R> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    return translateDbError(err, 'withIdempotency');
+  }
+  let broken = false;
+  try {
+    await runQuery(client, 'withIdempotency', 'BEGIN', []);
+    let result: R;
+    try {
+      result = await body(client);
+    } catch (err) {
+      broken = !(await rollbackQuietly(client));
+      throw err;
+    }
+    await runQuery(client, 'withIdempotency', 'COMMIT', []);
+    return result;
+  } catch (err) {
+    if (err instanceof DbUnavailableError || isUnavailable(err)) broken = true;
+    throw err;
+  } finally {
+    // A client whose connection failed is destroyed rather than handed to the next caller.
+    client.release(broken ? true : undefined);
+  }
+}
+
+/** Rolls back; false when even that failed (the connection is gone). */
+async function rollbackQuietly(client: pg.PoolClient): Promise<boolean> {
+  try {
+    await client.query('ROLLBACK');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The JSON stored as the response (jsonb cannot hold NUL; JSON has no bigint or cycles). */
+function encodeResponse(result: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(result, (key, value: unknown) => {
+      if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) {
+        throw new InvalidArgumentError('result', 'strings may not contain NUL (U+0000)');
+      }
+      return value;
+    });
+  } catch (err) {
+    if (err instanceof InvalidArgumentError) throw err;
+    throw new InvalidArgumentError('result', `is not JSON-serialisable: ${(err as Error).message}`);
+  }
+  return json ?? 'null';
+}

@@ -1,0 +1,31 @@
+/**
+ * The PostgreSQL layer: pool, migrations, fenced entity rows, the step idempotency store, and
+ * their errors. Never imports `@temporalio/*`.
+ */
+export type { Queryable } from './queryable';
+export {
+  FencedTable,
+  FENCED_STATUSES,
+  TRANSITIONS,
+  type FencedRow,
+  type FencedStatus,
+  type FencedTableOptions,
+  type TransitionInput,
+  type TransitionResult,
+  type WriteFencedInput,
+  type WriteFencedResult,
+} from './fenced-table';
+export { ordersTable } from './orders';
+export { canonicalJson, requestHash } from './canonical-json';
+export { purgeIdempotencyRecords, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
+export {
+  DbError,
+  DbUnavailableError,
+  IdempotencyKeyReuseError,
+  IdempotencyRecordStateError,
+  InvalidArgumentError,
+  isUnavailable,
+  translateDbError,
+} from './errors';
+export { createPool, type PoolOptions } from './pool';
+export { ensureDatabase, migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from './migrate';

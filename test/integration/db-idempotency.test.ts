@@ -1,0 +1,236 @@
+/**
+ * The step idempotency store against the real PostgreSQL of the run. Each test uses scopes of its
+ * own; fn's side effect is a row in a table of this file's own schema, written through `tx`.
+ */
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdempotencyKeyReuseError, purgeIdempotencyRecords, requestHash, withIdempotency } from '../../src/db';
+import { checkout, testPool, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
+
+const schema = uniqueSchema('idem');
+let pool: pg.Pool;
+
+beforeAll(async () => {
+  pool = testPool(4);
+  await pool.query(`CREATE SCHEMA ${schema}`);
+  await pool.query(`CREATE TABLE ${schema}.effects (scope text NOT NULL, note text NOT NULL)`);
+});
+afterAll(async () => {
+  await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+  await pool.end();
+});
+
+/** The step's effect: one row per run of fn, in fn's transaction. */
+async function effect(tx: pg.PoolClient, scope: string, note: string): Promise<void> {
+  await tx.query(`INSERT INTO ${schema}.effects (scope, note) VALUES ($1, $2)`, [scope, note]);
+}
+
+async function effects(scope: string): Promise<string[]> {
+  const { rows } = await pool.query<{ note: string }>(`SELECT note FROM ${schema}.effects WHERE scope = $1 ORDER BY note`, [scope]);
+  return rows.map((r) => r.note);
+}
+
+async function record(scope: string, key: string) {
+  const { rows } = await pool.query<{ status: string; request_hash: string; response: unknown }>(
+    'SELECT status, request_hash, response FROM idempotency_store WHERE scope = $1 AND key = $2',
+    [scope, key],
+  );
+  return rows[0];
+}
+
+describe('withIdempotency', () => {
+  it('runs fn, records COMPLETED with the response and the request hash, and says it was not replayed', async () => {
+    const scope = uniqueId('first');
+    const payload = { orderId: 'o-1', amountCents: '1200' };
+
+    const outcome = await withIdempotency(pool, { scope, key: 'saga-1:charge', payload }, async (tx) => {
+      await effect(tx, scope, 'charged');
+      return { chargeId: 'ch_1' };
+    });
+
+    expect(outcome).toEqual({ result: { chargeId: 'ch_1' }, replayed: false });
+    expect(await effects(scope)).toEqual(['charged']);
+    expect(await record(scope, 'saga-1:charge')).toEqual({ status: 'COMPLETED', request_hash: requestHash(payload), response: { chargeId: 'ch_1' } });
+  });
+
+  it('runs fn exactly once for 20 concurrent calls with the same key and payload, and gives all 20 the same response', async () => {
+    const scope = uniqueId('concurrent');
+    const callPool = testPool(20);
+    const input = { scope, key: 'k', payload: { a: 1, b: [1, 2] } };
+    let runs = 0;
+    try {
+      // Each caller gets a connection of its own: warm the pool so all 20 are open before they race.
+      (await checkout(callPool, 20)).forEach((c) => c.release());
+
+      const outcomes = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          withIdempotency(callPool, input, async (tx) => {
+            runs++;
+            await effect(tx, scope, `run-${i}`);
+            return { ranBy: i, at: 'step' };
+          }),
+        ),
+      );
+
+      expect(runs).toBe(1);
+      expect(await effects(scope)).toHaveLength(1);
+      const first = outcomes.find((o) => !o.replayed)!;
+      expect(outcomes.filter((o) => !o.replayed)).toHaveLength(1);
+      for (const outcome of outcomes) expect(outcome.result).toEqual(first.result);
+    } finally {
+      await callPool.end();
+    }
+  });
+
+  it('replays the JSON round-trip of the stored response to a later call without running fn', async () => {
+    const scope = uniqueId('later');
+    const input = { scope, key: 'k', payload: { x: 1 } };
+    await withIdempotency(pool, input, async (tx) => {
+      await effect(tx, scope, 'once');
+      return { when: new Date('2026-11-21T00:00:00.000Z'), big: '9223372036854775807', none: undefined };
+    });
+
+    const again = await withIdempotency(pool, { ...input, payload: { x: 1 } }, async () => {
+      throw new Error('fn must not run again');
+    });
+
+    expect(again).toEqual({ result: { when: '2026-11-21T00:00:00.000Z', big: '9223372036854775807' }, replayed: true });
+    expect(await effects(scope)).toEqual(['once']);
+  });
+
+  it('treats payloads that differ only in key order as the same request', async () => {
+    const scope = uniqueId('key-order');
+    await withIdempotency(pool, { scope, key: 'k', payload: { a: 1, b: { c: 2, d: 3 } } }, async () => 'done');
+
+    const again = await withIdempotency(pool, { scope, key: 'k', payload: { b: { d: 3, c: 2 }, a: 1 } }, async () => 'ran again');
+
+    expect(again).toEqual({ result: 'done', replayed: true });
+  });
+
+  it('refuses the same key with a different payload with IdempotencyKeyReuseError and does not run fn', async () => {
+    const scope = uniqueId('reuse');
+    await withIdempotency(pool, { scope, key: 'k', payload: { amount: 1 } }, async (tx) => effect(tx, scope, 'first'));
+    let ran = false;
+
+    const attempt = withIdempotency(pool, { scope, key: 'k', payload: { amount: 2 } }, async (tx) => {
+      ran = true;
+      await effect(tx, scope, 'second');
+    });
+
+    await expect(attempt).rejects.toThrow(IdempotencyKeyReuseError);
+    await expect(attempt).rejects.toMatchObject({ scope, key: 'k' });
+    expect(ran).toBe(false);
+    expect(await effects(scope)).toEqual(['first']);
+  });
+
+  it('records nothing and keeps no side effect when fn throws, lets the error through, and runs fn again on retry', async () => {
+    const scope = uniqueId('throws');
+    const boom = new Error('payment provider said no');
+
+    const failed = withIdempotency(pool, { scope, key: 'k', payload: {} }, async (tx) => {
+      await effect(tx, scope, 'attempt-1');
+      throw boom;
+    });
+
+    await expect(failed).rejects.toBe(boom);
+    expect(await record(scope, 'k')).toBeUndefined();
+    expect(await effects(scope)).toEqual([]);
+    const retried = await withIdempotency(pool, { scope, key: 'k', payload: {} }, async (tx) => {
+      await effect(tx, scope, 'attempt-2');
+      return 'ok';
+    });
+    expect(retried).toEqual({ result: 'ok', replayed: false });
+    expect(await effects(scope)).toEqual(['attempt-2']);
+  });
+
+  it('makes a concurrent duplicate wait, and run fn itself when the first call fails', async () => {
+    const scope = uniqueId('waiter');
+    const input = { scope, key: 'k', payload: { p: 1 } };
+    let firstInside!: () => void;
+    const firstIsInside = new Promise<void>((resolve) => (firstInside = resolve));
+    let letFirstFail!: () => void;
+    const firstMayFail = new Promise<void>((resolve) => (letFirstFail = resolve));
+    const first = withIdempotency(pool, input, async (tx) => {
+      await effect(tx, scope, 'first');
+      firstInside();
+      await firstMayFail;
+      throw new Error('first failed');
+    });
+    await firstIsInside;
+
+    const duplicate = withIdempotency(pool, input, async (tx) => {
+      await effect(tx, scope, 'duplicate');
+      return 'duplicate ran';
+    });
+    try {
+      await untilAClaimWaits(pool);
+    } finally {
+      letFirstFail();
+    }
+
+    await expect(first).rejects.toThrow('first failed');
+    await expect(duplicate).resolves.toEqual({ result: 'duplicate ran', replayed: false });
+    expect(await effects(scope)).toEqual(['duplicate']);
+    expect((await record(scope, 'k'))?.status).toBe('COMPLETED');
+  });
+
+  it('refuses a non-JSON payload and an empty key before running anything', async () => {
+    const scope = uniqueId('bad-input');
+    let ran = false;
+    const fn = async () => {
+      ran = true;
+    };
+
+    await expect(withIdempotency(pool, { scope, key: 'k', payload: { n: 1n } }, fn)).rejects.toThrow(/bigint/);
+    await expect(withIdempotency(pool, { scope, key: '', payload: {} }, fn)).rejects.toThrow(/key/);
+    expect(ran).toBe(false);
+  });
+
+  it('rolls back the effect when the result is not JSON-serialisable', async () => {
+    const scope = uniqueId('bad-result');
+
+    const attempt = withIdempotency(pool, { scope, key: 'k', payload: {} }, async (tx) => {
+      await effect(tx, scope, 'effect');
+      return { n: 1n };
+    });
+
+    await expect(attempt).rejects.toThrow(/JSON/);
+    expect(await effects(scope)).toEqual([]);
+    expect(await record(scope, 'k')).toBeUndefined();
+  });
+});
+
+describe('purgeIdempotencyRecords', () => {
+  it('deletes the completed records older than the given age, returns how many, and keeps younger ones', async () => {
+    // Other tests share the table: this test's old records are ten years old, nobody else's are.
+    const scope = uniqueId('purge');
+    for (const key of ['old-1', 'old-2', 'old-3', 'young']) await withIdempotency(pool, { scope, key, payload: key }, async () => key);
+    await pool.query(`UPDATE idempotency_store SET updated_at = now() - interval '10 years' WHERE scope = $1 AND key LIKE 'old-%'`, [scope]);
+
+    const purged = await purgeIdempotencyRecords(pool, { olderThanMs: 9 * 365 * 24 * 3600 * 1000 });
+
+    expect(purged).toBe(3);
+    const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1', [scope]);
+    expect(rows.map((r) => r.key)).toEqual(['young']);
+  });
+
+  it('refuses a negative or fractional age', async () => {
+    await expect(purgeIdempotencyRecords(pool, { olderThanMs: -1 })).rejects.toThrow(/olderThanMs/);
+    await expect(purgeIdempotencyRecords(pool, { olderThanMs: 1.5 })).rejects.toThrow(/olderThanMs/);
+  });
+});
+
+/** Resolves once some session of this database waits for a lock while claiming an idempotency key. */
+async function untilAClaimWaits(observer: pg.Pool): Promise<void> {
+  const { rows } = await observer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  for (let i = 0; i < 2000; i++) {
+    const waiting = await observer.query(
+      `SELECT 1 FROM pg_stat_activity
+        WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> $1 AND query LIKE 'INSERT INTO idempotency_store%'`,
+      [rows[0]!.pid],
+    );
+    if (waiting.rowCount) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error('no claim of an idempotency key ever waited for a lock');
+}
