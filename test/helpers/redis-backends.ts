@@ -23,6 +23,8 @@ export interface RedisBackend {
   keys(pattern: string): Promise<string[]>;
   /** Loses every key, as a restart without persistence does; only for backends the suite owns. */
   loseAllData?(): Promise<void>;
+  /** Kills every server, runs `whileDown`, then starts them again (without data); only for backends the suite owns. */
+  outage?(whileDown: () => Promise<void>): Promise<void>;
   /** Closes the clients and stops what the backend started. */
   close(): Promise<void>;
 }
@@ -64,6 +66,14 @@ export async function startBackend(kind: BackendKind): Promise<RedisBackend> {
         await server.kill();
         await server.start();
       },
+      async outage(whileDown) {
+        await server.kill();
+        try {
+          await whileDown();
+        } finally {
+          await server.start();
+        }
+      },
       async close() {
         await closeClients();
         await server.stop();
@@ -78,6 +88,14 @@ export async function startBackend(kind: BackendKind): Promise<RedisBackend> {
     connect,
     keys: (pattern) => scanAll(connect(), pattern),
     loseAllData: () => cluster.restartWithoutData(),
+    async outage(whileDown) {
+      await cluster.kill();
+      try {
+        await whileDown();
+      } finally {
+        await cluster.startAgain();
+      }
+    },
     async close() {
       await closeClients();
       await cluster.stop();

@@ -41,6 +41,10 @@ export interface OwnRedisCluster {
   readonly nodes: { host: string; port: number }[];
   /** Kills every master and starts it again (same ports, same cluster config, no data); waits for cluster_state:ok. */
   restartWithoutData(): Promise<void>;
+  /** Kills every master (SIGKILL). */
+  kill(): Promise<void>;
+  /** Starts every master again after `kill()` and waits for cluster_state:ok. */
+  startAgain(): Promise<void>;
   /** Kills every master and removes their directories. */
   stop(): Promise<void>;
 }
@@ -75,13 +79,21 @@ export async function startRedisCluster(masters = 3): Promise<OwnRedisCluster> {
     await Promise.all(servers.map((s) => s.stop()));
     throw err;
   }
+  const kill = async () => {
+    await Promise.all(servers.map((s) => s.kill()));
+  };
+  const startAgain = async () => {
+    await Promise.all(servers.map((s) => s.start()));
+    await waitForClusterOk(servers);
+  };
   return {
     nodes: servers.map((s) => ({ host: s.host, port: s.port })),
     async restartWithoutData() {
-      await Promise.all(servers.map((s) => s.kill()));
-      await Promise.all(servers.map((s) => s.start()));
-      await waitForClusterOk(servers);
+      await kill();
+      await startAgain();
     },
+    kill,
+    startAgain,
     async stop() {
       await Promise.all(servers.map((s) => s.stop()));
     },
