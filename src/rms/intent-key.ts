@@ -15,7 +15,8 @@ export const MAX_CANONICAL_JSON_DEPTH = 64;
 /**
  * The canonical JSON of `data`: object keys sorted (by UTF-16 code units, as `Array.prototype.sort`)
  * at every level, arrays in their order, no whitespace, numbers and strings as `JSON.stringify` writes
- * them. For the values it accepts this is the JSON Canonicalization Scheme (RFC 8785).
+ * them. For I-JSON input this is the JSON Canonicalization Scheme (RFC 8785); lone surrogates, which
+ * I-JSON excludes, are written escaped (`\ud800`), so they survive UTF-8 hashing without colliding.
  *
  * Only JSON values are accepted: `null`, booleans, finite numbers, strings, arrays and plain objects.
  * Everything JSON.stringify would drop or change silently is refused instead, so two different

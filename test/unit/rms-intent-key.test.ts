@@ -134,6 +134,7 @@ describe('intentKey', () => {
     ['a number and its string', { id: 1 }, { id: '1' }],
     ['null and an empty object', null, {}],
     ['NFC and NFD spellings', { name: 'caf\u00e9' }, { name: 'cafe\u0301' }],
+    ['two different lone surrogates', '\uD800', '\uD801'],
   ])('tells apart %s', (_label, one, two) => {
     expect(intentKey('order', one)).not.toBe(intentKey('order', two));
   });
