@@ -7,7 +7,14 @@ export type RedisOptions = Config['redis'];
 
 /**
  * Creates the ioredis client. Commands fail after `commandTimeoutMs` instead of queueing forever
- * while Redis is away, so callers see the outage promptly.
+ * while Redis is away, so callers see the outage promptly: each command carries that timeout (also
+ * while it waits in the offline queue), and every second failed reconnection fails the queued
+ * commands with `MaxRetriesPerRequestError`, whichever comes first.
+ *
+ * On a Cluster, these options apply per node. While no node is reachable at all, the Cluster client
+ * holds commands in its own offline queue, where no per-command timeout applies; `Rms` puts its
+ * own deadline (the same `commandTimeoutMs`) around every command for that reason. Other users of a
+ * Cluster client need a deadline of their own.
  */
 export function createRedis(options: RedisOptions): Redis | Cluster {
   const common = {

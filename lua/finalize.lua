@@ -1,0 +1,35 @@
+--[[ finalize: promote a held lease to "the entity exists", atomically.
+
+KEYS[1]  <prefix>processing:{<intent>}
+KEYS[2]  <prefix>entity_exists:{<intent>}
+ARGV[1]  lock value <sessionId>:<token> of the caller
+ARGV[2]  the caller's token (recorded in entity_exists)
+ARGV[3]  TTL of entity_exists in milliseconds, or '0' for none
+
+Replies
+  {'FINALIZED'}   the caller held the lease: entity_exists = token, processing deleted; or a retry
+                  after that (entity_exists already records this token)
+  {'LOST'}        the caller does not hold the lease and the entity is not recorded as its own;
+                  nothing written ]]
+
+local processing, exists = KEYS[1], KEYS[2]
+local expected, token, existsTtlMs = ARGV[1], ARGV[2], ARGV[3]
+
+--[[ Check and write in one script. In two round trips a stale holder could mark the entity:
+       A: GET processing -> A:t1      (A's lease ends)      B: reserve -> B:t2
+       A: SET entity_exists t1        the entity is marked with a token PostgreSQL has fenced out ]]
+if redis.call('GET', processing) == expected then
+  if existsTtlMs ~= '0' then
+    redis.call('SET', exists, token, 'PX', existsTtlMs)
+  else
+    redis.call('SET', exists, token)
+  end
+  redis.call('DEL', processing)
+  return {'FINALIZED'}
+end
+
+-- An activity retry after a finalize whose reply was lost: the marker is already ours.
+if redis.call('GET', exists) == token then
+  return {'FINALIZED'}
+end
+return {'LOST'}

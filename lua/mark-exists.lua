@@ -1,0 +1,49 @@
+--[[ mark-exists: read-repair when PostgreSQL proves the entity exists but Redis forgot it.
+
+KEYS[1]  <prefix>entity_exists:{<intent>}
+KEYS[2]  <prefix>fence:{<intent>}
+ARGV[1]  the token PostgreSQL recorded for the entity
+ARGV[2]  TTL of entity_exists in milliseconds, or '0' for none
+
+Replies
+  {'MARKED'}                  entity_exists records this token (or a newer one, which is kept: the
+                              newest token owns the marker, so only its saga's compensation frees it);
+                              fence is raised to at least this token, so later tokens stay above it
+  error 'RMS_CORRUPT ...'     the fence key holds something that is not a token ]]
+
+-- a > b for decimal strings without leading zeros (any length; no float, no locale).
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return false
+end
+
+local exists, fence = KEYS[1], KEYS[2]
+local token, existsTtlMs = ARGV[1], ARGV[2]
+
+local last = redis.call('GET', fence)
+if last and not string.match(last, '^[1-9]%d*$') then
+  return redis.error_reply('RMS_CORRUPT fence key holds a value that is not a token')
+end
+
+--[[ Keep a newer marker. A read-repair can be slow:
+       A: reads row (token t1) from PostgreSQL     saga 1 compensates, frees t1
+       B: reserve -> t2, finalize: entity_exists = t2
+       A: mark-exists t1                           overwriting would strand t2's marker: B's
+                                                   compensation could then never free it ]]
+local current = redis.call('GET', exists)
+if not (current and string.match(current, '^[1-9]%d*$') and greater(current, token)) then
+  if existsTtlMs ~= '0' then
+    redis.call('SET', exists, token, 'PX', existsTtlMs)
+  else
+    redis.call('SET', exists, token)
+  end
+end
+
+if not last or greater(token, last) then
+  redis.call('SET', fence, token)
+end
+return {'MARKED'}

@@ -1,0 +1,20 @@
+/**
+ * The Reservation Management System: a plain Node library over ioredis (no Temporal imports), usable
+ * with one Redis instance or a Redis Cluster.
+ */
+export { createRedis, type RedisOptions } from './connection';
+export { RmsError, RmsReplyError, RmsUnavailableError, RmsValidationError, isRedisUnavailable } from './errors';
+export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, canonicalJson, intentKey } from './intent-key';
+export { intentKeys, type IntentKeys } from './keys';
+export { Rms } from './rms';
+export type {
+  ExtendResult,
+  FinalizeResult,
+  FreeResult,
+  IntentInspection,
+  MarkExistsResult,
+  ReleaseResult,
+  ReserveResult,
+  RmsOptions,
+} from './types';
+export { INTENT_KEY_PATTERN, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';

@@ -1,0 +1,143 @@
+/**
+ * Intent keys: what makes a created thing unique, as `<scope>:<base64url SHA-256 of canonical JSON>`.
+ * Raw intent data (often personal data) never becomes a Redis key; only its digest does.
+ */
+import { createHash } from 'node:crypto';
+import { RmsValidationError } from './errors';
+import { SCOPE_PATTERN, preview } from './validation';
+
+/** Largest canonical JSON accepted, in UTF-8 bytes (64 KiB). */
+export const MAX_CANONICAL_JSON_BYTES = 64 * 1024;
+
+/** Deepest nesting of arrays and objects accepted (keeps canonicalisation off the call-stack limit). */
+export const MAX_CANONICAL_JSON_DEPTH = 64;
+
+/**
+ * The canonical JSON of `data`: object keys sorted (by UTF-16 code units, as `Array.prototype.sort`)
+ * at every level, arrays in their order, no whitespace, numbers and strings as `JSON.stringify` writes
+ * them. For I-JSON input this is the JSON Canonicalization Scheme (RFC 8785); lone surrogates, which
+ * I-JSON excludes, are written escaped (`\ud800`), so they survive UTF-8 hashing without colliding.
+ *
+ * Only JSON values are accepted: `null`, booleans, finite numbers, strings, arrays and plain objects.
+ * Everything JSON.stringify would drop or change silently is refused instead, so two different
+ * inputs can never share a key by accident: `undefined` (also inside arrays and objects, and holes of
+ * sparse arrays), functions, symbols (values and keys), BigInt, NaN and ±Infinity, cycles, and
+ * non-plain objects (Date, Map, Set, class instances, buffers). Strings are not Unicode-normalised:
+ * NFC and NFD spellings are different data.
+ *
+ * @throws RmsValidationError (field `data`) naming the path of the first refused value, or when the
+ *   result exceeds {@link MAX_CANONICAL_JSON_BYTES} or nests deeper than {@link MAX_CANONICAL_JSON_DEPTH}.
+ */
+export function canonicalJson(data: unknown): string {
+  const writer = new CanonicalWriter();
+  writer.write(data, '$', 0);
+  return writer.result();
+}
+
+/**
+ * The intent key of `data` in `scope`: `<scope>:<base64url SHA-256 of canonicalJson(data)>`. Equal
+ * data in any key order gives the same key.
+ *
+ * @throws RmsValidationError (field `scope`) when the scope does not match {@link SCOPE_PATTERN}, or
+ *   (field `data`) when {@link canonicalJson} refuses the data.
+ */
+export function intentKey(scope: string, data: unknown): string {
+  if (typeof scope !== 'string' || !SCOPE_PATTERN.test(scope)) {
+    throw new RmsValidationError('scope', `must match ${String(SCOPE_PATTERN)} (got ${preview(scope)})`);
+  }
+  const digest = createHash('sha256').update(canonicalJson(data), 'utf8').digest('base64url');
+  return `${scope}:${digest}`;
+}
+
+/** Builds canonical JSON piece by piece, refusing as soon as the size limit is passed. */
+class CanonicalWriter {
+  private readonly parts: string[] = [];
+  private bytes = 0;
+  /** Objects and arrays on the current path: meeting one again is a cycle (shared subtrees are fine). */
+  private readonly ancestors = new Set<object>();
+
+  result(): string {
+    return this.parts.join('');
+  }
+
+  write(value: unknown, path: string, depth: number): void {
+    switch (typeof value) {
+      case 'string':
+        this.emitString(value, path);
+        return;
+      case 'number':
+        if (!Number.isFinite(value)) refuse(path, `${String(value)} is not a JSON number`);
+        this.emit(JSON.stringify(value), path);
+        return;
+      case 'boolean':
+        this.emit(value ? 'true' : 'false', path);
+        return;
+      case 'object':
+        if (value === null) {
+          this.emit('null', path);
+          return;
+        }
+        this.writeContainer(value, path, depth);
+        return;
+      case 'undefined':
+        refuse(path, 'undefined has no JSON form');
+        return;
+      default:
+        // function, symbol, bigint
+        refuse(path, `a ${typeof value} has no JSON form`);
+    }
+  }
+
+  private writeContainer(value: object, path: string, depth: number): void {
+    if (depth >= MAX_CANONICAL_JSON_DEPTH) refuse(path, `nests deeper than ${MAX_CANONICAL_JSON_DEPTH} levels`);
+    if (this.ancestors.has(value)) refuse(path, 'is a cycle');
+    this.ancestors.add(value);
+    if (Array.isArray(value)) {
+      this.emit('[', path);
+      for (let i = 0; i < value.length; i++) {
+        if (i > 0) this.emit(',', path);
+        // A hole reads as undefined and is refused like an explicit undefined.
+        this.write(value[i], `${path}[${i}]`, depth + 1);
+      }
+      this.emit(']', path);
+    } else {
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) {
+        refuse(path, `a ${value.constructor?.name ?? 'non-plain'} object has no canonical JSON form; pass plain data`);
+      }
+      if (Object.getOwnPropertySymbols(value).length > 0) refuse(path, 'symbol keys have no JSON form');
+      const record = value as Record<string, unknown>;
+      const keys = Object.keys(record).sort();
+      this.emit('{', path);
+      keys.forEach((key, i) => {
+        const child = /^[A-Za-z_$][\w$]{0,63}$/.test(key) ? `${path}.${key}` : `${path}[${preview(key)}]`;
+        if (i > 0) this.emit(',', child);
+        this.emitString(key, child);
+        this.emit(':', child);
+        this.write(record[key], child, depth + 1);
+      });
+      this.emit('}', path);
+    }
+    this.ancestors.delete(value);
+  }
+
+  private emitString(value: string, path: string): void {
+    // Every UTF-16 unit becomes at least one UTF-8 byte: refuse huge strings before escaping them.
+    if (value.length > MAX_CANONICAL_JSON_BYTES) this.tooLarge(path);
+    this.emit(JSON.stringify(value), path);
+  }
+
+  private emit(text: string, path: string): void {
+    this.bytes += Buffer.byteLength(text, 'utf8');
+    if (this.bytes > MAX_CANONICAL_JSON_BYTES) this.tooLarge(path);
+    this.parts.push(text);
+  }
+
+  private tooLarge(path: string): never {
+    refuse(path, `canonical JSON exceeds ${MAX_CANONICAL_JSON_BYTES} bytes`);
+  }
+}
+
+function refuse(path: string, reason: string): never {
+  throw new RmsValidationError('data', `${path} ${reason}`);
+}

@@ -1,0 +1,110 @@
+/**
+ * The one place where Lua replies become TypeScript values. Each script answers with an array whose
+ * first element names the outcome (see the header of its file in `lua/`); anything else is refused
+ * with {@link RmsReplyError}.
+ */
+import { RmsReplyError } from './errors';
+import type {
+  ExtendResult,
+  FinalizeResult,
+  FreeResult,
+  IntentInspection,
+  MarkExistsResult,
+  ReleaseResult,
+  ReserveResult,
+} from './types';
+
+const TOKEN = /^[1-9][0-9]*$/;
+
+/** Maps the reply of `reserve.lua`. `sessionId` is the caller's (echoed in `SUCCESS`). */
+export function toReserveResult(reply: unknown, sessionId: string): ReserveResult {
+  const [status, first, second] = asArray('reserve', reply);
+  switch (status) {
+    case 'SUCCESS':
+      return { status, sessionId, fencingToken: asToken('reserve', first), expiresAt: asInteger('reserve', second) };
+    case 'DUPLICATE':
+      return { status };
+    case 'CONFLICT':
+      return { status, retryAfterMs: asInteger('reserve', first) };
+    default:
+      return unexpected('reserve', reply);
+  }
+}
+
+/** Maps the reply of `extend.lua`. */
+export function toExtendResult(reply: unknown): ExtendResult {
+  const [status, expiresAt] = asArray('extend', reply);
+  if (status === 'EXTENDED') return { status, expiresAt: asInteger('extend', expiresAt) };
+  if (status === 'LOST') return { status };
+  return unexpected('extend', reply);
+}
+
+/** Maps the reply of `finalize.lua`. */
+export function toFinalizeResult(reply: unknown): FinalizeResult {
+  const [status] = asArray('finalize', reply);
+  if (status === 'FINALIZED' || status === 'LOST') return { status };
+  return unexpected('finalize', reply);
+}
+
+/** Maps the reply of `release.lua`. */
+export function toReleaseResult(reply: unknown): ReleaseResult {
+  const [status] = asArray('release', reply);
+  if (status === 'RELEASED' || status === 'NOT_OWNER') return { status };
+  return unexpected('release', reply);
+}
+
+/** Maps the reply of `free.lua`. */
+export function toFreeResult(reply: unknown): FreeResult {
+  const [status] = asArray('free', reply);
+  if (status === 'FREED' || status === 'NOT_OWNER') return { status };
+  return unexpected('free', reply);
+}
+
+/** Maps the reply of `mark-exists.lua`. */
+export function toMarkExistsResult(reply: unknown): MarkExistsResult {
+  const [status] = asArray('markExists', reply);
+  if (status === 'MARKED') return { status };
+  return unexpected('markExists', reply);
+}
+
+/** Maps the reply of `inspect.lua`: `{processing, pttl, entity_exists, fence}`, nil values as null. */
+export function toIntentInspection(intent: string, reply: unknown): IntentInspection {
+  const [processing, pttl, existsToken, fence] = asArray('inspect', reply, 4);
+  const inspection: IntentInspection = { intent, exists: existsToken !== null };
+  if (processing !== null) {
+    const match = typeof processing === 'string' ? /^([^:]+):([1-9][0-9]*)$/.exec(processing) : null;
+    const remainingMs = asInteger('inspect', pttl);
+    if (match === null || remainingMs < 0) return unexpected('inspect', reply);
+    inspection.holder = { sessionId: match[1]!, fencingToken: match[2]!, remainingMs };
+  }
+  if (existsToken !== null) inspection.existsToken = asToken('inspect', existsToken);
+  if (fence !== null) inspection.lastFencingToken = asToken('inspect', fence);
+  return inspection;
+}
+
+function asArray(command: string, reply: unknown, length?: number): unknown[] {
+  if (!Array.isArray(reply) || reply.length === 0 || (length !== undefined && reply.length !== length)) {
+    return unexpected(command, reply);
+  }
+  return reply as unknown[];
+}
+
+function asToken(command: string, value: unknown): string {
+  if (typeof value !== 'string' || !TOKEN.test(value)) return unexpected(command, value);
+  return value;
+}
+
+function asInteger(command: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) return unexpected(command, value);
+  return value;
+}
+
+function unexpected(command: string, reply: unknown): never {
+  let shown: string;
+  try {
+    shown = JSON.stringify(reply) ?? String(reply);
+  } catch {
+    shown = String(reply);
+  }
+  throw new RmsReplyError(command, shown.length > 200 ? `${shown.slice(0, 200)}…` : shown);
+}

@@ -1,0 +1,207 @@
+/**
+ * The Reservation Management System: leases on intents with fencing tokens, and the "entity exists"
+ * marker, over one Redis instance or a Redis Cluster. Every command is one Lua script on the keys of
+ * one intent (see `lua/` and {@link intentKeys}); replies become values in `replies.ts`.
+ */
+import { Cluster, type Redis } from 'ioredis';
+import { RmsUnavailableError, RmsValidationError, toRmsError } from './errors';
+import { intentKeys, lockValue } from './keys';
+import {
+  toExtendResult,
+  toFinalizeResult,
+  toFreeResult,
+  toIntentInspection,
+  toMarkExistsResult,
+  toReleaseResult,
+  toReserveResult,
+} from './replies';
+import { registerScripts, type RmsClient } from './scripts';
+import type {
+  ExtendResult,
+  FinalizeResult,
+  FreeResult,
+  IntentInspection,
+  MarkExistsResult,
+  ReleaseResult,
+  ReserveResult,
+  RmsOptions,
+} from './types';
+import { MAX_LEASE_MS, assertDurationMs, assertFencingToken, assertIntent, assertKeyPrefix, assertSessionId } from './validation';
+
+/** Deadline of one command when neither the options nor the client name one. */
+const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
+
+/** Longest `commandTimeoutMs` accepted. */
+const MAX_COMMAND_TIMEOUT_MS = 600_000;
+
+/**
+ * The RMS over an ioredis client (single instance or Cluster). It does not own the client: close the
+ * client yourself. Every method validates its input first ({@link RmsValidationError}, nothing sent),
+ * then runs one script; Redis out of reach or too slow gives {@link RmsUnavailableError}. Every
+ * method is safe to retry with the same arguments after an error, since a reply can be lost after
+ * the script ran.
+ */
+export class Rms {
+  private readonly client: RmsClient;
+  private readonly prefix: string;
+  private readonly timeoutMs: number;
+
+  /**
+   * @param redis an ioredis client, e.g. from `createRedis`; the RMS scripts are registered on it.
+   * @throws RmsValidationError when an option is malformed.
+   */
+  constructor(redis: Redis | Cluster, options: RmsOptions) {
+    assertObject(options, 'options');
+    assertKeyPrefix(options.keyPrefix);
+    if (options.commandTimeoutMs !== undefined) assertDurationMs(options.commandTimeoutMs, 'commandTimeoutMs', MAX_COMMAND_TIMEOUT_MS);
+    this.prefix = options.keyPrefix;
+    this.timeoutMs = options.commandTimeoutMs ?? clientCommandTimeout(redis) ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.client = registerScripts(redis);
+  }
+
+  /**
+   * Takes the lease of `intent` for `sessionId` for `leaseMs`, in one atomic step:
+   * `DUPLICATE` when the entity exists; `CONFLICT` with the holder's remaining lease when another
+   * session holds it; otherwise `SUCCESS` with a fencing token above every earlier token of the
+   * intent. When `sessionId` already holds the lease (a retry), the answer is the same `SUCCESS`
+   * with the same token and the current expiry: the lease is not lengthened.
+   */
+  async reserve(input: { intent: string; sessionId: string; leaseMs: number }): Promise<ReserveResult> {
+    assertObject(input, 'input');
+    const { intent, sessionId, leaseMs } = input;
+    assertIntent(intent);
+    assertSessionId(sessionId);
+    assertDurationMs(leaseMs, 'leaseMs', MAX_LEASE_MS);
+    const keys = intentKeys(this.prefix, intent);
+    return this.run(
+      'reserve',
+      () => this.client.rmsReserve(keys.processing, keys.entityExists, keys.fence, sessionId, String(leaseMs)),
+      (reply) => toReserveResult(reply, sessionId),
+    );
+  }
+
+  /**
+   * Sets the lease to end `leaseMs` from now, only while the lock still holds `<sessionId>:<fencingToken>`:
+   * `EXTENDED` with the new expiry, or `LOST` (expired or taken over; an expired lease is never re-taken).
+   */
+  async extend(input: { intent: string; sessionId: string; fencingToken: string; leaseMs: number }): Promise<ExtendResult> {
+    assertObject(input, 'input');
+    const { intent, sessionId, fencingToken, leaseMs } = input;
+    assertIntent(intent);
+    assertSessionId(sessionId);
+    assertFencingToken(fencingToken);
+    assertDurationMs(leaseMs, 'leaseMs', MAX_LEASE_MS);
+    const keys = intentKeys(this.prefix, intent);
+    return this.run('extend', () => this.client.rmsExtend(keys.processing, lockValue(sessionId, fencingToken), String(leaseMs)), toExtendResult);
+  }
+
+  /**
+   * Promotes the lease to "the entity exists", atomically and only while the caller holds the lease:
+   * `entity_exists` records `fencingToken` (with `existsTtlMs` when given, else without a TTL) and the
+   * lease is deleted → `FINALIZED`. A retry after success finds its own token recorded → `FINALIZED`
+   * again. Otherwise `LOST`, with nothing written: a holder whose lease expired never marks the entity.
+   */
+  async finalize(input: { intent: string; sessionId: string; fencingToken: string; existsTtlMs?: number }): Promise<FinalizeResult> {
+    assertObject(input, 'input');
+    const { intent, sessionId, fencingToken, existsTtlMs } = input;
+    assertIntent(intent);
+    assertSessionId(sessionId);
+    assertFencingToken(fencingToken);
+    if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
+    const keys = intentKeys(this.prefix, intent);
+    return this.run(
+      'finalize',
+      () =>
+        this.client.rmsFinalize(keys.processing, keys.entityExists, lockValue(sessionId, fencingToken), fencingToken, String(existsTtlMs ?? 0)),
+      toFinalizeResult,
+    );
+  }
+
+  /** Gives the lease back: `RELEASED` when the caller holds it, else `NOT_OWNER` and the lease is left intact. */
+  async release(input: { intent: string; sessionId: string; fencingToken: string }): Promise<ReleaseResult> {
+    assertObject(input, 'input');
+    const { intent, sessionId, fencingToken } = input;
+    assertIntent(intent);
+    assertSessionId(sessionId);
+    assertFencingToken(fencingToken);
+    const keys = intentKeys(this.prefix, intent);
+    return this.run('release', () => this.client.rmsRelease(keys.processing, lockValue(sessionId, fencingToken)), toReleaseResult);
+  }
+
+  /**
+   * Removes the "entity exists" marker only when it records `fencingToken` (a compensation undoing
+   * its own saga): `FREED`, else `NOT_OWNER` and the marker is left intact. A retry after `FREED`
+   * answers `NOT_OWNER`: either way the caller's marker is gone.
+   */
+  async free(input: { intent: string; fencingToken: string }): Promise<FreeResult> {
+    assertObject(input, 'input');
+    const { intent, fencingToken } = input;
+    assertIntent(intent);
+    assertFencingToken(fencingToken);
+    const keys = intentKeys(this.prefix, intent);
+    return this.run('free', () => this.client.rmsFree(keys.entityExists, fencingToken), toFreeResult);
+  }
+
+  /**
+   * Read-repair when PostgreSQL proves the entity exists: sets `entity_exists` to `fencingToken`
+   * (with `existsTtlMs` when given) unless it already records a higher token, and raises the fence to
+   * at least `fencingToken` so every later token is above it → `MARKED`.
+   */
+  async markExists(input: { intent: string; fencingToken: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
+    assertObject(input, 'input');
+    const { intent, fencingToken, existsTtlMs } = input;
+    assertIntent(intent);
+    assertFencingToken(fencingToken);
+    if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
+    const keys = intentKeys(this.prefix, intent);
+    return this.run(
+      'markExists',
+      () => this.client.rmsMarkExists(keys.entityExists, keys.fence, fencingToken, String(existsTtlMs ?? 0)),
+      toMarkExistsResult,
+    );
+  }
+
+  /** Reads the lease holder (session, token, remaining lease), the marker and the last token of `intent`, at one instant. */
+  async inspect(intent: string): Promise<IntentInspection> {
+    assertIntent(intent);
+    const keys = intentKeys(this.prefix, intent);
+    return this.run(
+      'inspect',
+      () => this.client.rmsInspect(keys.processing, keys.entityExists, keys.fence),
+      (reply) => toIntentInspection(intent, reply),
+    );
+  }
+
+  /**
+   * Runs one script under the RMS deadline and maps its reply. The deadline matters on a Cluster
+   * client: while no node is reachable ioredis queues commands without a timeout of their own.
+   */
+  private async run<T>(command: string, call: () => Promise<unknown>, map: (reply: unknown) => T): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const cause = new Error(`no reply within ${this.timeoutMs} ms`);
+        reject(new RmsUnavailableError(command, cause.message, { cause }));
+      }, this.timeoutMs);
+    });
+    let reply: unknown;
+    try {
+      reply = await Promise.race([call(), deadline]);
+    } catch (err) {
+      throw toRmsError(err, command);
+    } finally {
+      clearTimeout(timer);
+    }
+    return map(reply);
+  }
+}
+
+function assertObject(value: unknown, field: string): asserts value is object {
+  if (typeof value !== 'object' || value === null) throw new RmsValidationError(field, 'must be an object');
+}
+
+/** The `commandTimeout` the client was created with (for a Cluster, its per-node option). */
+function clientCommandTimeout(redis: Redis | Cluster): number | undefined {
+  const timeout = redis instanceof Cluster ? redis.options.redisOptions?.commandTimeout : redis.options.commandTimeout;
+  return typeof timeout === 'number' && Number.isSafeInteger(timeout) && timeout > 0 ? timeout : undefined;
+}

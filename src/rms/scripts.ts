@@ -1,0 +1,46 @@
+/**
+ * The Lua scripts of the RMS, read once from `lua/` and registered on a client through ioredis
+ * `defineCommand`: each call is an EVALSHA, with EVAL as the fallback when a server answers NOSCRIPT
+ * (after a restart, or on a cluster node that has not seen the script yet).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Cluster, Redis } from 'ioredis';
+
+/** `lua/` at the repository root, from `src/rms/` and from `dist/rms/` alike. */
+const LUA_DIR = path.resolve(__dirname, '../../lua');
+
+/** Each script: its file, its key count, and whether it only reads. */
+const SCRIPTS = {
+  rmsReserve: { file: 'reserve.lua', numberOfKeys: 3, readOnly: false },
+  rmsExtend: { file: 'extend.lua', numberOfKeys: 1, readOnly: false },
+  rmsFinalize: { file: 'finalize.lua', numberOfKeys: 2, readOnly: false },
+  rmsRelease: { file: 'release.lua', numberOfKeys: 1, readOnly: false },
+  rmsFree: { file: 'free.lua', numberOfKeys: 1, readOnly: false },
+  rmsMarkExists: { file: 'mark-exists.lua', numberOfKeys: 2, readOnly: false },
+  rmsInspect: { file: 'inspect.lua', numberOfKeys: 3, readOnly: true },
+} as const;
+
+type ScriptName = keyof typeof SCRIPTS;
+
+/** A client with the RMS scripts registered: one method per script, arguments = KEYS then ARGV. */
+export type RmsClient = (Redis | Cluster) & Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
+
+let sources: Record<ScriptName, string> | undefined;
+
+function loadSources(): Record<ScriptName, string> {
+  sources ??= Object.fromEntries(
+    Object.entries(SCRIPTS).map(([name, { file }]) => [name, readFileSync(path.join(LUA_DIR, file), 'utf8')]),
+  ) as Record<ScriptName, string>;
+  return sources;
+}
+
+/** Registers the RMS scripts on `redis` (once per client; later calls find them in place). */
+export function registerScripts(redis: Redis | Cluster): RmsClient {
+  const lua = loadSources();
+  const client = redis as RmsClient;
+  for (const [name, { numberOfKeys, readOnly }] of Object.entries(SCRIPTS) as [ScriptName, (typeof SCRIPTS)[ScriptName]][]) {
+    if (typeof client[name] !== 'function') redis.defineCommand(name, { lua: lua[name], numberOfKeys, readOnly });
+  }
+  return client;
+}

@@ -1,0 +1,59 @@
+/** The outcomes of RMS commands: expected results are values, discriminated by `status`. */
+
+/**
+ * Outcome of `reserve`.
+ * - `SUCCESS`: the caller holds the lease. `fencingToken` is a decimal string (compare as BigInt);
+ *   `expiresAt` is when the lease ends, in epoch ms by the Redis server's clock. A repeated reserve
+ *   by the holding session returns the same token and the current expiry.
+ * - `DUPLICATE`: the entity already exists.
+ * - `CONFLICT`: another session holds the lease; it ends in at most `retryAfterMs`.
+ */
+export type ReserveResult =
+  | { status: 'SUCCESS'; sessionId: string; fencingToken: string; expiresAt: number }
+  | { status: 'DUPLICATE' }
+  | { status: 'CONFLICT'; retryAfterMs: number };
+
+/** Outcome of `extend`: `EXTENDED` until the new `expiresAt` (epoch ms, server clock), or `LOST`. */
+export type ExtendResult = { status: 'EXTENDED'; expiresAt: number } | { status: 'LOST' };
+
+/** Outcome of `finalize`: `FINALIZED` (also on a retry after success) or `LOST` (nothing written). */
+export type FinalizeResult = { status: 'FINALIZED' } | { status: 'LOST' };
+
+/** Outcome of `release`: `RELEASED`, or `NOT_OWNER` when the lease is not the caller's (left intact). */
+export type ReleaseResult = { status: 'RELEASED' } | { status: 'NOT_OWNER' };
+
+/** Outcome of `free`: `FREED`, or `NOT_OWNER` when the marker is absent or records another token (left intact). */
+export type FreeResult = { status: 'FREED' } | { status: 'NOT_OWNER' };
+
+/** Outcome of `markExists`: always `MARKED` (a newer marker already in place is kept). */
+export type MarkExistsResult = { status: 'MARKED' };
+
+/** What the RMS knows about one intent, read at one instant. */
+export interface IntentInspection {
+  /** The intent key inspected. */
+  intent: string;
+  /** The lease holder, when the intent is being processed. */
+  holder?: { sessionId: string; fencingToken: string; remainingMs: number };
+  /** Whether `entity_exists` is set. */
+  exists: boolean;
+  /** The token recorded in `entity_exists`, when set. */
+  existsToken?: string;
+  /** The last fencing token issued for (or repaired into) the intent, when known. */
+  lastFencingToken?: string;
+}
+
+/** Options of {@link Rms}. */
+export interface RmsOptions {
+  /**
+   * Prefix of every key, e.g. `'rs:'`; isolates tenants and test runs. Letters, digits and `_ : . -`,
+   * at most 64 characters.
+   */
+  keyPrefix: string;
+  /**
+   * Longest wait for one RMS command before it rejects with `RmsUnavailableError`. The client's own
+   * `commandTimeout` covers a single instance; this deadline also covers commands a Redis Cluster client
+   * queues while no node is reachable, which ioredis would otherwise hold indefinitely.
+   * @default the client's `commandTimeout` option (set by `createRedis`), else 2000
+   */
+  commandTimeoutMs?: number;
+}

@@ -1,0 +1,76 @@
+/**
+ * Argument checks of the RMS. Each runs before any Redis call and throws {@link RmsValidationError}
+ * naming the argument, so no malformed Redis key or value can ever be built.
+ */
+import { RmsValidationError } from './errors';
+
+/** What a scope may look like: lower-case letters, digits, `_` and `-`, 1 to 64 characters. */
+export const SCOPE_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/** What an intent key looks like: a scope, a colon, and 43 base64url characters (a SHA-256 digest). */
+export const INTENT_KEY_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}:[A-Za-z0-9_-]{43}$/;
+
+/** Longest session id accepted. */
+export const MAX_SESSION_ID_LENGTH = 128;
+
+/** Longest lease accepted (24 h), in milliseconds. */
+export const MAX_LEASE_MS = 24 * 60 * 60 * 1000;
+
+/** Largest fencing token: PostgreSQL's bigint maximum, 2^63 - 1. */
+export const MAX_FENCING_TOKEN = 9_223_372_036_854_775_807n;
+
+/** What a key prefix may look like: letters, digits and `_ : . -`, at most 64 characters (no hash-tag braces). */
+export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_:.-]{0,64}$/;
+
+/** A session id: no `:` (the lock value's separator), no braces (hash tags), no whitespace or control characters. */
+const SESSION_ID_PATTERN = /^[^\s:{}\p{Cc}]+$/u;
+
+/** A fencing token: the decimal form of a positive integer, no sign, no leading zero. */
+const FENCING_TOKEN_PATTERN = /^[1-9][0-9]{0,18}$/;
+
+/** Checks an intent key as produced by `intentKey()`. */
+export function assertIntent(intent: unknown, field = 'intent'): asserts intent is string {
+  if (typeof intent !== 'string' || !INTENT_KEY_PATTERN.test(intent)) {
+    throw new RmsValidationError(field, `must be an intent key <scope>:<43 base64url characters> as made by intentKey() (got ${preview(intent)})`);
+  }
+}
+
+/** Checks a session id: 1 to 128 characters, none of them `:`, `{`, `}`, whitespace or control characters. */
+export function assertSessionId(sessionId: unknown, field = 'sessionId'): asserts sessionId is string {
+  if (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > MAX_SESSION_ID_LENGTH || !SESSION_ID_PATTERN.test(sessionId)) {
+    throw new RmsValidationError(
+      field,
+      `must be 1 to ${MAX_SESSION_ID_LENGTH} characters without ':', '{', '}', whitespace or control characters (got ${preview(sessionId)})`,
+    );
+  }
+}
+
+/** Checks a fencing token: the decimal string of a positive integer that fits a PostgreSQL bigint. */
+export function assertFencingToken(token: unknown, field = 'fencingToken'): asserts token is string {
+  if (typeof token !== 'string' || !FENCING_TOKEN_PATTERN.test(token) || BigInt(token) > MAX_FENCING_TOKEN) {
+    throw new RmsValidationError(field, `must be the decimal string of an integer from 1 to ${MAX_FENCING_TOKEN} (got ${preview(token)})`);
+  }
+}
+
+/** Checks a duration in milliseconds: a positive integer no larger than `max`. */
+export function assertDurationMs(value: unknown, field: string, max = Number.MAX_SAFE_INTEGER): asserts value is number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
+    throw new RmsValidationError(field, `must be a whole number of milliseconds from 1 to ${max} (got ${preview(value)})`);
+  }
+}
+
+/** Checks a key prefix against {@link KEY_PREFIX_PATTERN}. */
+export function assertKeyPrefix(prefix: unknown, field = 'keyPrefix'): asserts prefix is string {
+  if (typeof prefix !== 'string' || !KEY_PREFIX_PATTERN.test(prefix)) {
+    throw new RmsValidationError(field, `may hold only letters, digits and _ : . - (64 at most) (got ${preview(prefix)})`);
+  }
+}
+
+/** A short, printable rendering of a refused argument for error messages (long strings are cut). */
+export function preview(value: unknown): string {
+  if (typeof value === 'string') {
+    return value.length > 80 ? `${JSON.stringify(value.slice(0, 80))}… (${value.length} characters)` : JSON.stringify(value);
+  }
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  return typeof value;
+}

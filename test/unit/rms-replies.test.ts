@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { RmsReplyError } from '../../src/rms';
+import {
+  toExtendResult,
+  toFinalizeResult,
+  toFreeResult,
+  toIntentInspection,
+  toMarkExistsResult,
+  toReleaseResult,
+  toReserveResult,
+} from '../../src/rms/replies';
+
+const intent = `order:${'A'.repeat(43)}`;
+
+describe('reply mapping', () => {
+  it('maps reserve replies to the ReserveResult union', () => {
+    expect(toReserveResult(['SUCCESS', '1795243242523872', 1795243247523], 'session-a')).toEqual({
+      status: 'SUCCESS',
+      sessionId: 'session-a',
+      fencingToken: '1795243242523872',
+      expiresAt: 1795243247523,
+    });
+    expect(toReserveResult(['DUPLICATE'], 'session-a')).toEqual({ status: 'DUPLICATE' });
+    expect(toReserveResult(['CONFLICT', 4997], 'session-a')).toEqual({ status: 'CONFLICT', retryAfterMs: 4997 });
+  });
+
+  it('keeps tokens beyond 2^53 exact, as strings', () => {
+    const result = toReserveResult(['SUCCESS', '9223372036854775807', 1], 's');
+
+    expect(result).toMatchObject({ fencingToken: '9223372036854775807' });
+  });
+
+  it('maps the other commands’ replies', () => {
+    expect(toExtendResult(['EXTENDED', 12])).toEqual({ status: 'EXTENDED', expiresAt: 12 });
+    expect(toExtendResult(['LOST'])).toEqual({ status: 'LOST' });
+    expect(toFinalizeResult(['FINALIZED'])).toEqual({ status: 'FINALIZED' });
+    expect(toFinalizeResult(['LOST'])).toEqual({ status: 'LOST' });
+    expect(toReleaseResult(['RELEASED'])).toEqual({ status: 'RELEASED' });
+    expect(toReleaseResult(['NOT_OWNER'])).toEqual({ status: 'NOT_OWNER' });
+    expect(toFreeResult(['FREED'])).toEqual({ status: 'FREED' });
+    expect(toFreeResult(['NOT_OWNER'])).toEqual({ status: 'NOT_OWNER' });
+    expect(toMarkExistsResult(['MARKED'])).toEqual({ status: 'MARKED' });
+  });
+
+  it('maps an inspection with everything set', () => {
+    const inspection = toIntentInspection(intent, ['session-a:17', 900, '12', '17']);
+
+    expect(inspection).toEqual({
+      intent,
+      holder: { sessionId: 'session-a', fencingToken: '17', remainingMs: 900 },
+      exists: true,
+      existsToken: '12',
+      lastFencingToken: '17',
+    });
+  });
+
+  it('maps an inspection of an untouched intent', () => {
+    expect(toIntentInspection(intent, [null, -2, null, null])).toEqual({ intent, exists: false });
+  });
+
+  it.each([
+    ['reserve', () => toReserveResult(null, 's')],
+    ['reserve', () => toReserveResult([], 's')],
+    ['reserve', () => toReserveResult(['MAYBE'], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', 1795243242523872, 1], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '01', 1], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '1.7e+15', 1], 's')],
+    ['reserve', () => toReserveResult(['CONFLICT', '12'], 's')],
+    ['extend', () => toExtendResult(['EXTENDED'])],
+    ['extend', () => toExtendResult('OK')],
+    ['finalize', () => toFinalizeResult(['RELEASED'])],
+    ['release', () => toReleaseResult(['FREED'])],
+    ['free', () => toFreeResult(['RELEASED'])],
+    ['markExists', () => toMarkExistsResult(['FREED'])],
+    ['inspect', () => toIntentInspection(intent, [null, -2, null])],
+    ['inspect', () => toIntentInspection(intent, ['no-token-here', 900, null, null])],
+    ['inspect', () => toIntentInspection(intent, ['session-a:17', -1, null, null])],
+    ['inspect', () => toIntentInspection(intent, [null, -2, 'garbage', null])],
+  ])('refuses an unexpected %s reply with RmsReplyError', (command, map) => {
+    let error: unknown;
+    try {
+      map();
+    } catch (err) {
+      error = err;
+    }
+
+    expect(error).toBeInstanceOf(RmsReplyError);
+    expect(error).toMatchObject({ command });
+  });
+});
