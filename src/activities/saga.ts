@@ -1,0 +1,221 @@
+/**
+ * The saga's activities: thin adapters over the RMS and the PostgreSQL layer. Business outcomes
+ * become non-retryable ApplicationFailures with a `type` from ErrorType; infrastructure errors stay
+ * retryable.
+ */
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { Pool } from 'pg';
+import { withIdempotency } from '../db';
+import { RmsValidationError, type Rms } from '../rms';
+import { CompensationRefusedError, SagaInputError, StepRejectedError, parseSagaData, sagaDefinition } from '../sagas';
+import { ErrorType, type ReservationAnswer, type SagaTimings } from '../shared';
+
+/** What the saga activities need. */
+export interface SagaActivityDeps {
+  rms: Rms;
+  pool: Pool;
+}
+
+/** The holder of a reservation. */
+export interface Owner {
+  type: string;
+  intentKey: string;
+  sessionId: string;
+  fencingToken: string;
+}
+
+/** What a step or compensation runs with. */
+export interface StepRequest extends Owner {
+  name: string;
+  sagaKey: string;
+  payload: unknown;
+}
+
+/** Result of the fenced write. */
+export type WriteOutcome = { status: 'WRITTEN'; entityId: string } | { status: 'DUPLICATE' };
+
+function nonRetryable(type: string, message: string, cause?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, cause: cause instanceof Error ? cause : undefined });
+}
+
+/** Input errors are the caller's to fix: never retried. */
+function refuseInput(err: unknown): never {
+  if (err instanceof SagaInputError) throw nonRetryable(err.code, err.message, err);
+  if (err instanceof RmsValidationError) throw nonRetryable(ErrorType.INVALID_INPUT, err.message, err);
+  throw err;
+}
+
+/** Builds the saga activities. */
+export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
+  const resolve = (type: string, payload: unknown) => {
+    try {
+      const def = sagaDefinition(type);
+      return { def, input: parseSagaData(def, payload) };
+    } catch (err) {
+      refuseInput(err);
+    }
+  };
+
+  /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
+  const repairDuplicate = async (owner: Owner, existingToken: string) => {
+    await rms.markExists({ intent: owner.intentKey, fencingToken: existingToken });
+    await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
+  };
+
+  return {
+    /**
+     * Reserves the intent. On SUCCESS it also asks PostgreSQL, the truth, whether the entity already
+     * exists (Redis may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
+     */
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number }): Promise<ReservationAnswer> {
+      let definition;
+      let result;
+      try {
+        definition = sagaDefinition(req.type);
+        result = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+      } catch (err) {
+        refuseInput(err);
+      }
+      if (result.status !== 'SUCCESS') return result;
+      const row = await definition.table.find(pool, req.intentKey);
+      if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== result.fencingToken) {
+        await repairDuplicate({ ...req, fencingToken: result.fencingToken }, row.lastFencingToken);
+        return { status: 'DUPLICATE' };
+      }
+      return { status: 'SUCCESS', fencingToken: result.fencingToken, expiresAt: result.expiresAt };
+    },
+
+    /**
+     * Writes the fenced row in one transaction that may run long. Every heartbeat extends the lease;
+     * a lost lease (or a cancellation) aborts the work and rolls the transaction back.
+     */
+    async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings }): Promise<WriteOutcome> {
+      const { def, input } = resolve(req.type, req.payload);
+      const ctx = Context.current();
+      const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.timings.leaseMs };
+
+      // A retry after the lease expired must not write: check ownership before anything else.
+      const first = await rms.extend(lease);
+      if (first.status === 'LOST') throw nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost before the write');
+      let expiresAt = first.expiresAt;
+      ctx.heartbeat({ expiresAt });
+
+      const abort = new AbortController();
+      const onCancel = () => abort.abort(new CancelledFailure('activity cancelled'));
+      ctx.cancellationSignal.addEventListener('abort', onCancel);
+      const beat = setInterval(() => {
+        rms.extend(lease).then(
+          (r) => {
+            if (r.status === 'LOST') abort.abort(nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost during the write'));
+            else expiresAt = r.expiresAt;
+            ctx.heartbeat({ expiresAt });
+          },
+          () => {
+            // Redis unreachable: the lease may still be ours until it would have expired.
+            if (Date.now() >= expiresAt) abort.abort(nonRetryable(ErrorType.LEASE_LOST, 'the lease could not be extended before it expired'));
+            else ctx.heartbeat({ expiresAt });
+          },
+        );
+      }, req.timings.heartbeatIntervalMs);
+
+      const tx = await pool.connect();
+      let open = false;
+      try {
+        await tx.query('BEGIN');
+        open = true;
+        const written = await def.table.writeFenced(tx, {
+          intentKey: req.intentKey,
+          sessionId: req.sessionId,
+          fencingToken: req.fencingToken,
+          data: def.row(input),
+        });
+        if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
+        if (written.status === 'DUPLICATE') {
+          await tx.query('ROLLBACK');
+          open = false;
+          const row = await def.table.find(pool, req.intentKey);
+          await repairDuplicate(req, row!.lastFencingToken);
+          return { status: 'DUPLICATE' };
+        }
+        await def.writeWork?.(tx, input, abort.signal);
+        // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
+        abort.signal.throwIfAborted();
+        const last = await rms.extend(lease);
+        if (last.status === 'LOST') throw nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost before commit');
+        await tx.query('COMMIT');
+        open = false;
+        return { status: 'WRITTEN', entityId: written.id };
+      } catch (err) {
+        throw abort.signal.aborted ? abort.signal.reason : err;
+      } finally {
+        clearInterval(beat);
+        ctx.cancellationSignal.removeEventListener('abort', onCancel);
+        if (open) await tx.query('ROLLBACK').catch(() => undefined);
+        tx.release();
+      }
+    },
+
+    /**
+     * Finalises: the row becomes REGISTERED (fenced) first, then the reservation is promoted. If the
+     * lease expired in between, PostgreSQL still says we own the entity, so Redis is repaired.
+     */
+    async finalizeEntity(req: Owner): Promise<void> {
+      const def = sagaDefinition(req.type);
+      const marked = await def.table.markRegistered(pool, req);
+      if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
+      const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      if (finalized.status === 'LOST') await rms.markExists({ intent: req.intentKey, fencingToken: req.fencingToken });
+    },
+
+    /** Marks the row COMPLETED (fenced). */
+    async completeEntity(req: Owner): Promise<void> {
+      const marked = await sagaDefinition(req.type).table.markCompleted(pool, req);
+      if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be completed: ${marked.status}`);
+    },
+
+    /** Runs a remaining step once per saga (idempotency key `<saga key>:<step>`). */
+    async runStep(req: StepRequest): Promise<{ replayed: boolean }> {
+      return runRecorded(req, 'step');
+    },
+
+    /** Runs a compensation once per saga; a refused one fails (and is retried). */
+    async runCompensation(req: StepRequest): Promise<{ replayed: boolean }> {
+      return runRecorded(req, 'compensation');
+    },
+
+    /**
+     * Undoes the entity: the row becomes COMPENSATED (fenced: a newer token's row is untouched), then,
+     * by policy, the intent is freed (only the `entity_exists` carrying our token), and our lock, if
+     * still held, is released.
+     */
+    async undoEntity(req: Owner & { freeIntent: boolean }): Promise<{ row: string }> {
+      const marked = await sagaDefinition(req.type).table.markCompensated(pool, req);
+      if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken });
+      await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      return { row: marked.status };
+    },
+  };
+
+  async function runRecorded(req: StepRequest, kind: 'step' | 'compensation'): Promise<{ replayed: boolean }> {
+    const { def, input } = resolve(req.type, req.payload);
+    const handler = Object.hasOwn(def.handlers, req.name) ? def.handlers[req.name] : undefined;
+    if (!handler) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${req.type} has no ${kind} ${req.name}`);
+    try {
+      const { replayed } = await withIdempotency(
+        pool,
+        { scope: `${req.type}-${kind}`, key: `${req.sagaKey}:${req.name}`, payload: { intentKey: req.intentKey, fencingToken: req.fencingToken } },
+        (tx) => handler(tx, { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input }),
+      );
+      return { replayed };
+    } catch (err) {
+      if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
+      if (err instanceof CompensationRefusedError) {
+        throw ApplicationFailure.create({ type: ErrorType.COMPENSATION_REFUSED, message: `${req.name}: ${err.message}`, cause: err });
+      }
+      throw err;
+    }
+  }
+}
+
+/** The saga activities' type, for `proxyActivities` in the workflow. */
+export type SagaActivities = ReturnType<typeof createSagaActivities>;

@@ -1,0 +1,234 @@
+/**
+ * The `saga` command line. Every command prints JSON with --json; exit codes are listed in EXIT.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { loadConfigOrExit, type Config } from './config';
+import { SagaClient } from './client';
+import { createPool } from './db/pool';
+import { Rms } from './rms';
+import { createRedis } from './rms/connection';
+import { prepareSaga, SagaInputError, sagaDefinition } from './sagas';
+import { isTerminal, type SagaState } from './shared';
+
+/** Exit codes of the CLI. */
+export const EXIT = {
+  /** Reservation SUCCESS (with --wait: the saga COMPLETED); any other command succeeded. */
+  OK: 0,
+  /** Temporal, Redis or PostgreSQL failed, or anything unexpected. */
+  ERROR: 1,
+  /** Usage error or bad input: unknown command, type or option, invalid JSON, schema violation, key reuse. */
+  USAGE: 2,
+  /** The intent already exists (DUPLICATE). */
+  DUPLICATE: 3,
+  /** Another saga holds the intent right now (CONFLICT); retry after `retryAfterMs`. */
+  CONFLICT: 4,
+  /** With --wait: the saga was compensated (or its compensation failed). */
+  SAGA_FAILED: 5,
+  /** Configuration error (a bad environment variable). */
+  CONFIG: 78,
+} as const;
+
+class UsageError extends Error {}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--data is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function print(value: unknown, json: boolean, human: () => string): void {
+  process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+}
+
+function exitForState(state: SagaState): number {
+  if (state.outcome === 'COMPLETED') return EXIT.OK;
+  if (state.outcome === 'REJECTED') return state.reason === 'CONFLICT' ? EXIT.CONFLICT : state.reason === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.ERROR;
+  return EXIT.SAGA_FAILED;
+}
+
+/** Follows the saga's phases on stderr (for a person at a terminal) until it ends. */
+async function follow(client: SagaClient, workflowId: string): Promise<SagaState> {
+  const done = client.result(workflowId);
+  if (!process.stderr.isTTY) return done;
+  let last = '';
+  let finished = false;
+  void done.finally(() => (finished = true)).catch(() => undefined);
+  while (!finished) {
+    const { state } = await client.status(workflowId).catch(() => ({ state: undefined }));
+    if (state && state.phase !== last) {
+      last = state.phase;
+      process.stderr.write(`  ${new Date().toISOString().slice(11, 23)}  ${state.phase}${state.stepsDone.length ? ` (steps done: ${state.stepsDone.join(', ')})` : ''}\n`);
+      if (isTerminal(state.phase)) break;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return done;
+}
+
+/** Builds the program; `run` executes it and returns the exit code. */
+export function buildProgram(config: () => Config, setExit: (code: number) => void): Command {
+  const program = new Command('saga')
+    .description('Start and inspect reservation sagas')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .showHelpAfterError(false);
+
+  const withClient = async <T>(fn: (client: SagaClient) => Promise<T>): Promise<T> => {
+    const client = await SagaClient.connect(config());
+    try {
+      return await fn(client);
+    } finally {
+      await client.close();
+    }
+  };
+
+  program
+    .command('start')
+    .description('start a saga; prints its reservation answer (SUCCESS, DUPLICATE or CONFLICT)')
+    .requiredOption('--type <type>', 'saga type, e.g. order')
+    .requiredOption('--data <json>', 'the saga input as JSON')
+    .option('--idempotency-key <key>', 'the caller\'s idempotency key (default: a new UUID)')
+    .option('--wait', 'wait for the saga to end and include its final state')
+    .option('--json', 'print JSON')
+    .action(async (opts: { type: string; data: string; idempotencyKey?: string; wait?: boolean; json?: boolean }) => {
+      const data = parseJson(opts.data);
+      await withClient(async (client) => {
+        const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey });
+        const r = started.reservation;
+        let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
+        let final: SagaState | undefined;
+        if (opts.wait) {
+          final = await follow(client, started.workflowId);
+          exit = exitForState(final);
+        }
+        print({ ...started, ...(final ? { final } : {}) }, !!opts.json, () =>
+          [
+            `${started.workflowId}: ${r.status}${r.status === 'SUCCESS' ? ` (fencing token ${r.fencingToken})` : r.status === 'CONFLICT' ? ` (retry after ${r.retryAfterMs} ms)` : ''}`,
+            ...(final ? [`final: ${final.outcome}${final.reason ? ` (${final.reason})` : ''}`] : []),
+            `UI: ${started.url}`,
+          ].join('\n'),
+        );
+        setExit(exit);
+      });
+    });
+
+  program
+    .command('status <workflowId>')
+    .description('the saga\'s current phase, steps, compensations and errors')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        const s = await client.status(workflowId);
+        print(s, !!opts.json, () =>
+          [
+            `${s.workflowId}: ${s.status}, phase ${s.state.phase}${s.state.outcome ? `, outcome ${s.state.outcome}` : ''}${s.state.reason ? ` (${s.state.reason})` : ''}`,
+            `intent ${s.state.intentKey}${s.state.fencingToken ? `, fencing token ${s.state.fencingToken}` : ''}`,
+            `steps done: ${s.state.stepsDone.join(', ') || '-'}; compensations run: ${s.state.compensationsRun.join(', ') || '-'}`,
+            ...s.state.errors.map((e) => `error at ${e.at}: ${e.type ? `[${e.type}] ` : ''}${e.message}`),
+            `UI: ${s.url}`,
+          ].join('\n'),
+        );
+      });
+    });
+
+  program
+    .command('result <workflowId>')
+    .description('wait for the saga to end; prints its final state')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        const state = await client.result(workflowId);
+        print(state, !!opts.json, () => `${workflowId}: ${state.outcome}${state.reason ? ` (${state.reason})` : ''}`);
+        setExit(exitForState(state));
+      });
+    });
+
+  program
+    .command('list')
+    .description('list sagas, newest first')
+    .option('--type <type>', 'only this saga type')
+    .option('--outcome <outcome>', 'only this outcome: COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED')
+    .option('--phase <phase>', 'only this phase')
+    .addOption(new Option('--limit <n>', 'at most n').default('100').argParser((v) => {
+      if (!/^\d+$/.test(v) || Number(v) < 1) throw new UsageError('--limit must be a positive whole number');
+      return v;
+    }))
+    .option('--json', 'print JSON')
+    .action(async (opts: { type?: string; outcome?: string; phase?: string; limit: string; json?: boolean }) => {
+      await withClient(async (client) => {
+        const rows = await client.list({ type: opts.type, outcome: opts.outcome, phase: opts.phase, limit: Number(opts.limit) });
+        print(rows, !!opts.json, () =>
+          rows.length === 0 ? 'no sagas' : rows.map((r) => `${r.workflowId}  ${r.status}  ${r.phase ?? '-'}  ${r.outcome ?? '-'}`).join('\n'),
+        );
+      });
+    });
+
+  program
+    .command('cancel <workflowId>')
+    .description('cancel a saga; it runs its compensations')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        await client.cancel(workflowId);
+        print({ workflowId, cancelRequested: true }, !!opts.json, () => `${workflowId}: cancellation requested`);
+      });
+    });
+
+  program
+    .command('intent')
+    .description('the RMS reservation and the PostgreSQL row of an intent')
+    .requiredOption('--type <type>', 'saga type, e.g. order')
+    .requiredOption('--data <json>', 'the saga input as JSON')
+    .option('--json', 'print JSON')
+    .action(async (opts: { type: string; data: string; json?: boolean }) => {
+      const data = parseJson(opts.data);
+      const cfg = config();
+      const def = sagaDefinition(opts.type);
+      const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 } });
+      const redis = createRedis(cfg.redis);
+      const pool = createPool(cfg.db);
+      try {
+        const rms = await new Rms(redis, { keyPrefix: cfg.redis.keyPrefix }).inspect(input.intentKey);
+        const row = await def.table.find(pool, input.intentKey);
+        print({ intentKey: input.intentKey, rms, row: row ?? null }, !!opts.json, () =>
+          [
+            `intent ${input.intentKey}`,
+            `redis: ${rms.holder ? `held by ${rms.holder.sessionId} (token ${rms.holder.fencingToken}, ${rms.holder.remainingMs} ms left)` : 'not held'}, ${rms.exists ? `exists (token ${rms.existsToken})` : 'no entity'}`,
+            `postgres: ${row ? `row ${row.id} ${row.status} (token ${row.lastFencingToken})` : 'no row'}`,
+          ].join('\n'),
+        );
+      } finally {
+        redis.disconnect();
+        await pool.end();
+      }
+    });
+
+  return program;
+}
+
+/** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
+export async function run(argv: string[]): Promise<number> {
+  let exit: number = EXIT.OK;
+  const program = buildProgram(() => loadConfigOrExit(), (code) => (exit = code));
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return exit;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version are not errors; commander already printed its message.
+      return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
+    }
+    if (err instanceof UsageError || err instanceof SagaInputError) {
+      process.stderr.write(`saga: ${err.message}\n`);
+      return EXIT.USAGE;
+    }
+    process.stderr.write(`saga: ${err instanceof Error ? err.message : String(err)}\n`);
+    return EXIT.ERROR;
+  }
+}
+
+if (require.main === module) {
+  void run(process.argv.slice(2)).then((code) => process.exit(code));
+}

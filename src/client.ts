@@ -1,0 +1,217 @@
+/**
+ * The library API for starting and inspecting sagas. `start` is one round trip: update-with-start
+ * starts the saga (or joins the one with the same idempotency key) and returns its reservation answer.
+ */
+import {
+  Client,
+  WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowUpdateFailedError,
+  type Connection,
+} from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Config } from './config';
+import { prepareSaga, SagaInputError } from './sagas';
+import {
+  ErrorType,
+  INTENT_KEY,
+  SAGA_OUTCOME,
+  SAGA_PHASE,
+  SAGA_TYPE,
+  SagaPhase,
+  reservationUpdate,
+  sagaWorkflowId,
+  stateQuery,
+  type ReservationAnswer,
+  type SagaInput,
+  type SagaState,
+  type SagaTimings,
+} from './shared';
+import { connectClient } from './temporal';
+import { reservationSaga } from './workflows/reservation-saga';
+
+/** Options of {@link SagaClient}. */
+export interface SagaClientOptions {
+  /** A Temporal client on the sagas' namespace. */
+  client: Client;
+  /** Task queue the workers poll. */
+  taskQueue: string;
+  /** Base URL of the Temporal UI, for links. */
+  uiUrl: string;
+  /** Lease and heartbeat timings given to every saga started. */
+  timings: SagaTimings;
+}
+
+/** The answer of {@link SagaClient.start}. */
+export interface StartedSaga {
+  workflowId: string;
+  runId: string;
+  intentKey: string;
+  reservation: ReservationAnswer;
+  /** The saga in the Temporal UI. */
+  url: string;
+}
+
+/** One saga in a listing. */
+export interface SagaSummary {
+  workflowId: string;
+  runId: string;
+  status: string;
+  type?: string;
+  phase?: string;
+  outcome?: string;
+  intentKey?: string;
+  startTime: string;
+}
+
+/** Filters of {@link SagaClient.list}. */
+export interface ListFilter {
+  type?: string;
+  outcome?: string;
+  phase?: string;
+  /** At most this many (newest first). @default 100 */
+  limit?: number;
+}
+
+const VISIBILITY_VALUE = /^[A-Za-z0-9_.:-]{1,200}$/;
+
+/** Starts, finds and inspects sagas. */
+export class SagaClient {
+  readonly #options: SagaClientOptions;
+  readonly #connection?: Connection;
+
+  constructor(options: SagaClientOptions, connection?: Connection) {
+    this.#options = options;
+    this.#connection = connection;
+  }
+
+  /** Connects with the config's Temporal settings; {@link close} closes that connection. */
+  static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
+    const connection = await connectClient(config.temporal);
+    const client = new Client({ connection, namespace: config.temporal.namespace });
+    return new SagaClient(
+      { client, taskQueue: config.temporal.taskQueue, uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`, timings: { ...config.saga, compensationAttempts } },
+      connection,
+    );
+  }
+
+  /** Closes the connection opened by {@link connect}. */
+  async close(): Promise<void> {
+    await this.#connection?.close();
+  }
+
+  /** The Temporal client underneath. */
+  get temporal(): Client {
+    return this.#options.client;
+  }
+
+  /** The saga's page in the Temporal UI. */
+  url(workflowId: string): string {
+    return `${this.#options.uiUrl}/workflows/${encodeURIComponent(workflowId)}`;
+  }
+
+  /** Validates a request without starting anything (SagaInputError when it is bad). */
+  prepare(type: string, data: unknown, idempotencyKey?: string): SagaInput {
+    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings });
+  }
+
+  /**
+   * Starts a saga, or joins the one already started with the same idempotency key, and returns the
+   * reservation answer. Bad input, or the same key with another payload, throws SagaInputError and
+   * starts nothing.
+   */
+  async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
+    const input = this.prepare(type, data, options.idempotencyKey);
+    const workflowId = sagaWorkflowId(type, input.idempotencyKey);
+    const startOperation = WithStartWorkflowOperation.create(reservationSaga, {
+      workflowId,
+      taskQueue: this.#options.taskQueue,
+      args: [input],
+      // A retry with the same key joins the running saga; a finished one is never started again.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: SAGA_TYPE, value: type },
+        { key: SAGA_PHASE, value: SagaPhase.RESERVING },
+        { key: INTENT_KEY, value: input.intentKey },
+      ],
+      staticSummary: `${type} saga, intent ${input.intentKey}`,
+    });
+    let reservation: ReservationAnswer;
+    let runId: string;
+    try {
+      reservation = await this.#options.client.workflow.executeUpdateWithStart(reservationUpdate, {
+        args: [{ requestHash: input.requestHash }],
+        startWorkflowOperation: startOperation,
+      });
+      runId = (await startOperation.workflowHandle()).firstExecutionRunId;
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        // The saga with this key has already finished: answer from its recorded state.
+        const handle = this.#options.client.workflow.getHandle(workflowId);
+        const state = await handle.query(stateQuery);
+        if (state.requestHash !== input.requestHash) throw keyReused(input.idempotencyKey);
+        if (!state.reservation) throw new Error(`saga ${workflowId} ended without a reservation answer (${state.reason ?? state.phase})`);
+        reservation = state.reservation;
+        runId = (await handle.describe()).runId;
+      } else if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === ErrorType.IDEMPOTENCY_KEY_REUSED) {
+        throw keyReused(input.idempotencyKey);
+      } else {
+        throw err;
+      }
+    }
+    return { workflowId, runId, intentKey: input.intentKey, reservation, url: this.url(workflowId) };
+  }
+
+  /** Waits for the saga to end and returns its final state. */
+  async result(workflowId: string): Promise<SagaState> {
+    return (await this.#options.client.workflow.getHandle(workflowId).result()) as SagaState;
+  }
+
+  /** The saga's current state (the `state` query) and its execution status. */
+  async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
+    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const [description, state] = await Promise.all([handle.describe(), handle.query(stateQuery)]);
+    return { workflowId, status: description.status.name, state, url: this.url(workflowId) };
+  }
+
+  /** Lists sagas by search attributes, newest first. */
+  async list(filter: ListFilter = {}): Promise<SagaSummary[]> {
+    const clauses = ['WorkflowType = "reservationSaga"', `TaskQueue = "${this.#options.taskQueue}"`];
+    for (const [name, value] of [
+      ['SagaType', filter.type],
+      ['SagaOutcome', filter.outcome],
+      ['SagaPhase', filter.phase],
+    ] as const) {
+      if (value === undefined) continue;
+      if (!VISIBILITY_VALUE.test(value)) throw new SagaInputError(`invalid ${name} filter ${JSON.stringify(value)}`, ErrorType.INVALID_INPUT);
+      clauses.push(`${name} = "${value}"`);
+    }
+    const limit = filter.limit ?? 100;
+    const out: SagaSummary[] = [];
+    for await (const wf of this.#options.client.workflow.list({ query: clauses.join(' AND ') })) {
+      const attrs = wf.typedSearchAttributes;
+      out.push({
+        workflowId: wf.workflowId,
+        runId: wf.runId,
+        status: wf.status.name,
+        type: attrs.get(SAGA_TYPE),
+        phase: attrs.get(SAGA_PHASE),
+        outcome: attrs.get(SAGA_OUTCOME),
+        intentKey: attrs.get(INTENT_KEY),
+        startTime: wf.startTime.toISOString(),
+      });
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  /** Requests cancellation; a saga past its reservation then runs its compensations. */
+  async cancel(workflowId: string): Promise<void> {
+    await this.#options.client.workflow.getHandle(workflowId).cancel();
+  }
+}
+
+function keyReused(key: string): SagaInputError {
+  return new SagaInputError(`idempotency key ${key} was already used with another payload`, ErrorType.IDEMPOTENCY_KEY_REUSED);
+}

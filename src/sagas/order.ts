@@ -1,0 +1,129 @@
+/**
+ * The example saga type `order`: the intent is the customer and the cart's contents; the entity is a
+ * row of `orders`; the remaining steps charge the payment and reserve stock.
+ *
+ * Example data (for tests and the demo): card `4000000000000002` is declined; card
+ * `4000000000000259` can be charged but refuses refunds; `rare-coin` has one unit in stock.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { ordersTable } from '../db';
+import { CompensationRefusedError, StepRejectedError, type SagaDefinition, type StepHandler } from './definition';
+
+/** Card that every charge declines. */
+export const DECLINED_CARD = '4000000000000002';
+/** Card whose charges succeed but whose refunds are refused. */
+export const REFUND_REFUSED_CARD = '4000000000000259';
+
+const orderSchema = z
+  .object({
+    customer: z.string().trim().min(1).max(200),
+    items: z
+      .array(
+        z
+          .object({
+            sku: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'must be lower-case letters, digits and -'),
+            quantity: z.number().int().min(1).max(1000),
+            priceCents: z.number().int().min(0).max(100_000_000),
+          })
+          .strict(),
+      )
+      .min(1)
+      .max(100)
+      .refine((items) => new Set(items.map((i) => i.sku)).size === items.length, 'each sku may appear once'),
+    payment: z.object({ card: z.string().regex(/^\d{12,19}$/, 'must be 12 to 19 digits') }).strict(),
+    /** Simulations for demos and tests: a long monolithic write, slow steps. */
+    simulate: z
+      .object({
+        writeDelayMs: z.number().int().min(0).max(600_000).optional(),
+        stepDelayMs: z.number().int().min(0).max(600_000).optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+/** A validated order. */
+export type OrderInput = z.infer<typeof orderSchema>;
+
+const amountOf = (input: OrderInput) => input.items.reduce((sum, i) => sum + i.quantity * i.priceCents, 0);
+
+/** Waits `ms` (a simulated slow step) unless `signal` aborts. */
+async function pause(ms: number | undefined, signal?: AbortSignal): Promise<void> {
+  if (ms) await sleep(ms, undefined, { signal });
+}
+
+const chargePayment: StepHandler<OrderInput> = async (tx, { sagaKey, intentKey, input }) => {
+  await pause(input.simulate?.stepDelayMs);
+  if (input.payment.card === DECLINED_CARD) throw new StepRejectedError('the card was declined', 'PAYMENT_DECLINED');
+  await tx.query(
+    `INSERT INTO payments (saga_key, intent_key, customer, amount_cents, card_last4, status)
+     VALUES ($1, $2, $3, $4, $5, 'CHARGED')`,
+    [sagaKey, intentKey, input.customer, amountOf(input), input.payment.card.slice(-4)],
+  );
+  return { chargedCents: amountOf(input) };
+};
+
+const refundPayment: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
+  const { rows } = await tx.query<{ status: string }>('SELECT status FROM payments WHERE saga_key = $1 FOR UPDATE', [sagaKey]);
+  if (rows.length === 0) return { refundedCents: 0 };
+  if (input.payment.card === REFUND_REFUSED_CARD) throw new CompensationRefusedError('the card network refused the refund');
+  await tx.query(`UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE saga_key = $1`, [sagaKey]);
+  return { refundedCents: rows[0]!.status === 'CHARGED' ? amountOf(input) : 0 };
+};
+
+const reserveStock: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
+  await pause(input.simulate?.stepDelayMs);
+  // Lock rows in sku order so concurrent orders cannot deadlock.
+  for (const item of [...input.items].sort((a, b) => a.sku.localeCompare(b.sku))) {
+    const { rowCount } = await tx.query('UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2', [
+      item.sku,
+      item.quantity,
+    ]);
+    if (rowCount !== 1) throw new StepRejectedError(`not enough stock of ${item.sku}`, 'OUT_OF_STOCK');
+    await tx.query(`INSERT INTO stock_reservations (saga_key, sku, quantity, status) VALUES ($1, $2, $3, 'RESERVED')`, [
+      sagaKey,
+      item.sku,
+      item.quantity,
+    ]);
+  }
+  return { reserved: input.items.length };
+};
+
+const releaseStock: StepHandler<OrderInput> = async (tx, { sagaKey }) => {
+  const { rows } = await tx.query<{ sku: string; quantity: string }>(
+    `UPDATE stock_reservations SET status = 'RELEASED', updated_at = now()
+     WHERE saga_key = $1 AND status = 'RESERVED' RETURNING sku, quantity`,
+    [sagaKey],
+  );
+  for (const r of rows) await tx.query('UPDATE stock SET available = available + $2 WHERE sku = $1', [r.sku, r.quantity]);
+  return { released: rows.length };
+};
+
+/** The `order` saga type. */
+export const orderSaga: SagaDefinition<OrderInput> = {
+  type: 'order',
+  scope: 'order',
+  schema: orderSchema,
+  intent: (input) => ({
+    customer: input.customer,
+    cart: [...input.items].sort((a, b) => a.sku.localeCompare(b.sku)).map(({ sku, quantity }) => ({ sku, quantity })),
+  }),
+  table: ordersTable,
+  row: (input) => ({ customer: input.customer, items: input.items, amount_cents: amountOf(input) }),
+  async writeWork(tx, input, signal) {
+    // A long, monolithic write: work in the transaction, in slices, stopping when the lease is lost.
+    const until = Date.now() + (input.simulate?.writeDelayMs ?? 0);
+    while (Date.now() < until) {
+      signal.throwIfAborted();
+      await tx.query('SELECT pg_sleep($1)', [Math.min(0.1, (until - Date.now()) / 1000)]);
+    }
+    signal.throwIfAborted();
+  },
+  steps: [
+    { step: 'chargePayment', compensation: 'refundPayment' },
+    { step: 'reserveStock', compensation: 'releaseStock' },
+  ],
+  handlers: { chargePayment, refundPayment, reserveStock, releaseStock },
+  compensation: { parallel: false, continueOnError: true, freeIntent: true },
+};

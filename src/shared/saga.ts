@@ -1,0 +1,156 @@
+/**
+ * The reservation saga's contract, shared by the workflow (sandbox-safe: no Node APIs here), the
+ * activities and the client.
+ */
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+
+/** Phases of a saga, in order; the last four are terminal. */
+export const SagaPhase = {
+  RESERVING: 'RESERVING',
+  WRITING: 'WRITING',
+  REGISTERED: 'REGISTERED',
+  RUNNING_STEPS: 'RUNNING_STEPS',
+  COMPENSATING: 'COMPENSATING',
+  COMPLETED: 'COMPLETED',
+  REJECTED: 'REJECTED',
+  COMPENSATED: 'COMPENSATED',
+  COMPENSATION_FAILED: 'COMPENSATION_FAILED',
+} as const;
+export type SagaPhase = (typeof SagaPhase)[keyof typeof SagaPhase];
+
+/** Terminal outcomes (the `SagaOutcome` search attribute). */
+export const SagaOutcome = {
+  COMPLETED: 'COMPLETED',
+  REJECTED: 'REJECTED',
+  COMPENSATED: 'COMPENSATED',
+  COMPENSATION_FAILED: 'COMPENSATION_FAILED',
+} as const;
+export type SagaOutcome = (typeof SagaOutcome)[keyof typeof SagaOutcome];
+
+/**
+ * `type` of the ApplicationFailures that activities raise for business outcomes (non-retryable) and
+ * that the client raises for refused requests. Workflows branch on these, never on error classes.
+ */
+export const ErrorType = {
+  /** The reservation lease was lost while writing: the write was rolled back. */
+  LEASE_LOST: 'LEASE_LOST',
+  /** A newer fencing token owns the row. */
+  FENCED_OUT: 'FENCED_OUT',
+  /** A step met a business refusal (declined payment, short stock, ...). */
+  STEP_REJECTED: 'STEP_REJECTED',
+  /** A compensation was refused by the system it undoes. */
+  COMPENSATION_REFUSED: 'COMPENSATION_REFUSED',
+  /** The input does not match the saga type's schema. */
+  INVALID_INPUT: 'INVALID_INPUT',
+  /** An unknown saga type or step name. */
+  UNKNOWN_SAGA_TYPE: 'UNKNOWN_SAGA_TYPE',
+  /** The same idempotency key was used with another payload. */
+  IDEMPOTENCY_KEY_REUSED: 'IDEMPOTENCY_KEY_REUSED',
+} as const;
+export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
+
+/** The synchronous answer of the reservation step, returned early to the caller. */
+export type ReservationAnswer =
+  | { status: 'SUCCESS'; fencingToken: string; expiresAt: number }
+  | { status: 'DUPLICATE' }
+  | { status: 'CONFLICT'; retryAfterMs: number };
+
+/** One remaining step and the compensation that undoes it. */
+export interface SagaStepPlan {
+  /** Activity-side step name, e.g. `chargePayment`. */
+  step: string;
+  /** Its compensation, e.g. `refundPayment`. */
+  compensation: string;
+}
+
+/** How a saga type runs its compensations. */
+export interface CompensationPolicy {
+  /** Run the compensations concurrently instead of in reverse order. @default false */
+  parallel: boolean;
+  /** Keep running the other compensations after one failed. @default true */
+  continueOnError: boolean;
+  /**
+   * After compensation, free the intent in Redis (only the `entity_exists` carrying this saga's
+   * token) so a later, new request for the same intent may succeed. @default true
+   */
+  freeIntent: boolean;
+}
+
+/** Timing of the saga's activities; validated by the client (beat < heartbeat timeout < lease). */
+export interface SagaTimings {
+  leaseMs: number;
+  heartbeatIntervalMs: number;
+  heartbeatTimeoutMs: number;
+  /** Attempts of a compensation before it is recorded as failed. @default 5 */
+  compensationAttempts: number;
+}
+
+/** What the client starts a saga with. Contains no raw secrets; the payload is the validated input. */
+export interface SagaInput {
+  type: string;
+  /** The caller's idempotency key (the workflow id is `<type>-<key>`). */
+  idempotencyKey: string;
+  /** SHA-256 of the canonical payload: a retry with the same key must carry the same hash. */
+  requestHash: string;
+  /** `<scope>:<hash>` of the intent. */
+  intentKey: string;
+  /** The validated input of the saga type. */
+  payload: unknown;
+  steps: SagaStepPlan[];
+  compensation: CompensationPolicy;
+  timings: SagaTimings;
+}
+
+/** An error the saga recorded (never swallowed). */
+export interface SagaError {
+  /** Where it happened: a step, a compensation or a phase. */
+  at: string;
+  type?: string;
+  message: string;
+}
+
+/** What the `state` query returns, and the saga's result. */
+export interface SagaState {
+  type: string;
+  idempotencyKey: string;
+  requestHash: string;
+  intentKey: string;
+  phase: SagaPhase;
+  outcome?: SagaOutcome;
+  /** Why the saga was rejected or compensated, when it was. */
+  reason?: string;
+  reservation?: ReservationAnswer;
+  fencingToken?: string;
+  /** Row id of the entity in PostgreSQL, once written. */
+  entityId?: string;
+  stepsDone: string[];
+  compensationsRun: string[];
+  errors: SagaError[];
+}
+
+/** Argument of the early-answer update: proves the caller sends the same request. */
+export interface ReservationRequest {
+  requestHash: string;
+}
+
+/** Returns the reservation answer as soon as it is known (used with update-with-start). */
+export const reservationUpdate = defineUpdate<ReservationAnswer, [ReservationRequest]>('reservation');
+
+/** The saga's current state. */
+export const stateQuery = defineQuery<SagaState>('state');
+
+/** The workflow type name. */
+export const RESERVATION_SAGA_WORKFLOW = 'reservationSaga';
+
+/** Idempotency keys: what a caller may choose (they become part of the workflow id). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/** The workflow id of a saga: `<type>-<idempotency key>`. */
+export function sagaWorkflowId(type: string, idempotencyKey: string): string {
+  return `${type}-${idempotencyKey}`;
+}
+
+/** True for the four terminal phases. */
+export function isTerminal(phase: SagaPhase): boolean {
+  return phase in SagaOutcome;
+}

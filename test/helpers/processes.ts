@@ -1,0 +1,43 @@
+/** Worker processes of the project's own, for tests that kill or stop them. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { Config } from '../../src/config';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+/** The environment that points a child process at a test's config. */
+export function envOf(config: Config): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    TEMPORAL_ADDRESS: config.temporal.address,
+    TEMPORAL_NAMESPACE: config.temporal.namespace,
+    TEMPORAL_TASK_QUEUE: config.temporal.taskQueue,
+    REDIS_URL: config.redis.url,
+    REDIS_KEY_PREFIX: config.redis.keyPrefix,
+    DATABASE_URL: config.db.url,
+    LEASE_MS: String(config.saga.leaseMs),
+    HEARTBEAT_INTERVAL_MS: String(config.saga.heartbeatIntervalMs),
+    HEARTBEAT_TIMEOUT_MS: String(config.saga.heartbeatTimeoutMs),
+  };
+}
+
+/** A `npm run worker` process; resolves once it polls. */
+export async function startWorkerProcess(config: Config): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
+  const child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), [path.join(ROOT, 'src/worker.ts')], {
+    cwd: ROOT,
+    env: envOf(config),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const onData = () => {
+      if (output.includes('worker: polling')) resolve();
+    };
+    child.stderr!.on('data', onData);
+    void exited.then((code) => reject(new Error(`worker exited (${code}) before polling:\n${output}`)));
+  });
+  return { child, exited, output: () => output };
+}

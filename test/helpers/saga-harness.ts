@@ -1,0 +1,96 @@
+/**
+ * A worker and a SagaClient for one test file: its own task queue and Redis key prefix on the run's
+ * dev server and database (see global-setup.ts), with short leases so lease behaviour is quick to see.
+ */
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import type { Cluster, Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import { inject } from 'vitest';
+import { SagaClient } from '../../src/client';
+import type { Config } from '../../src/config';
+import { createPool } from '../../src/db/pool';
+import { Rms } from '../../src/rms';
+import { createRedis } from '../../src/rms/connection';
+import { createWorker, type AppWorker } from '../../src/worker';
+import type { OrderInput } from '../../src/sagas';
+import { testConfig } from './context';
+
+/** Short timings: lease 3 s, beats every 300 ms, heartbeat timeout 1.5 s. */
+export const FAST_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' };
+
+export interface SagaHarness {
+  config: Config;
+  client: SagaClient;
+  /** Redis and PostgreSQL clients of the test's own, for arranging and asserting. */
+  redis: Redis | Cluster;
+  pool: Pool;
+  rms: Rms;
+  /** The in-process worker, unless started with `worker: false`. */
+  app?: AppWorker;
+  stop: () => Promise<void>;
+}
+
+/** Starts a worker (unless `worker: false`) and a client for the test file named `name`. */
+export async function startHarness(name: string, options: { worker?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<SagaHarness> {
+  const config = testConfig(name, { ...FAST_TIMINGS, ...options.env });
+  let app: AppWorker | undefined;
+  let running: Promise<void> = Promise.resolve();
+  let nativeConnection: NativeConnection | undefined;
+  if (options.worker !== false) {
+    nativeConnection = await NativeConnection.connect({ address: config.temporal.address });
+    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    running = app.worker.run();
+  }
+  const redis = createRedis(config.redis);
+  const pool = createPool(config.db);
+  const connection = await Connection.connect({ address: config.temporal.address });
+  const client = new SagaClient({
+    client: new Client({ connection, namespace: config.temporal.namespace }),
+    taskQueue: config.temporal.taskQueue,
+    uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
+    timings: { ...config.saga, compensationAttempts: 2 },
+  });
+  return {
+    config,
+    client,
+    redis,
+    pool,
+    rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
+    app,
+    stop: async () => {
+      app?.worker.shutdown();
+      await running;
+      await app?.close();
+      await nativeConnection?.close();
+      await connection.close();
+      redis.disconnect();
+      await pool.end();
+    },
+  };
+}
+
+/** A valid order for a customer of its own (so its intent is new), with overrides. */
+export function order(overrides: Partial<OrderInput> = {}): OrderInput {
+  return {
+    customer: `customer-${randomUUID()}`,
+    items: [
+      { sku: 'widget', quantity: 2, priceCents: 1250 },
+      { sku: 'gadget', quantity: 1, priceCents: 4999 },
+    ],
+    payment: { card: '4242424242424242' },
+    ...overrides,
+  };
+}
+
+/** Polls `read` until `done` holds for its value (each poll awaits the previous; 20 ms apart). */
+export async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

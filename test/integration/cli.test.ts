@@ -1,0 +1,110 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXIT } from '../../src/cli';
+import { DECLINED_CARD } from '../../src/sagas';
+import { envOf } from '../helpers/processes';
+import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+
+const SAGA = path.resolve(__dirname, '../../bin/saga');
+let h: SagaHarness;
+beforeAll(async () => {
+  h = await startHarness('cli');
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** Runs `saga ...args`; returns its exit code, stdout and stderr. */
+async function saga(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(SAGA, args, { env: { ...envOf(h.config), ...env } });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+const json = (s: string) => JSON.parse(s) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('saga CLI', () => {
+  it('start --json prints the reservation answer and exits 0 on SUCCESS, 3 on DUPLICATE', async () => {
+    const data = JSON.stringify(order());
+
+    const first = await saga(['start', '--type', 'order', '--data', data, '--wait', '--json']);
+    const second = await saga(['start', '--type', 'order', '--data', data, '--json']);
+
+    expect(first.code).toBe(EXIT.OK);
+    const out = json(first.stdout);
+    expect(out).toMatchObject({ workflowId: expect.stringMatching(/^order-/), runId: expect.any(String), reservation: { status: 'SUCCESS' } });
+    expect(out.reservation.fencingToken).toMatch(/^\d+$/);
+    expect(out.reservation.expiresAt).toEqual(expect.any(Number));
+    expect(out.final).toMatchObject({ outcome: 'COMPLETED' });
+    expect(second.code).toBe(EXIT.DUPLICATE);
+    expect(json(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+  });
+
+  it('exits 4 with retryAfterMs on CONFLICT while another saga holds the intent', async () => {
+    const cart = order({ simulate: { writeDelayMs: 4000 } });
+    const holder = await h.client.start('order', cart);
+
+    const conflict = await saga(['start', '--type', 'order', '--data', JSON.stringify(cart), '--json']);
+
+    expect(holder.reservation.status).toBe('SUCCESS');
+    expect(conflict.code).toBe(EXIT.CONFLICT);
+    expect(json(conflict.stdout).reservation).toMatchObject({ status: 'CONFLICT', retryAfterMs: expect.any(Number) });
+    await h.client.result(holder.workflowId);
+  });
+
+  it('status, result, list, intent and cancel print JSON', async () => {
+    const cart = order({ payment: { card: DECLINED_CARD } });
+    const started = await h.client.start('order', cart, { idempotencyKey: `cli-${Date.now()}` });
+    await h.client.result(started.workflowId);
+
+    const status = await saga(['status', started.workflowId, '--json']);
+    const result = await saga(['result', started.workflowId, '--json']);
+    const list = await saga(['list', '--outcome', 'COMPENSATED', '--json']);
+    const intent = await saga(['intent', '--type', 'order', '--data', JSON.stringify(cart), '--json']);
+
+    expect(status.code).toBe(EXIT.OK);
+    expect(json(status.stdout)).toMatchObject({ workflowId: started.workflowId, status: 'COMPLETED', state: { outcome: 'COMPENSATED' } });
+    expect(result.code).toBe(EXIT.SAGA_FAILED);
+    expect(json(result.stdout)).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
+    expect(list.code).toBe(EXIT.OK);
+    expect((json(list.stdout) as unknown as { workflowId: string }[]).map((r) => r.workflowId)).toContain(started.workflowId);
+    expect(intent.code).toBe(EXIT.OK);
+    expect(json(intent.stdout)).toMatchObject({ intentKey: started.intentKey, rms: { exists: false }, row: { status: 'COMPENSATED' } });
+
+    const slow = await h.client.start('order', order({ simulate: { stepDelayMs: 3000 } }));
+    const cancel = await saga(['cancel', slow.workflowId, '--json']);
+    expect(cancel.code).toBe(EXIT.OK);
+    expect(json(cancel.stdout)).toEqual({ workflowId: slow.workflowId, cancelRequested: true });
+    expect((await h.client.result(slow.workflowId)).outcome).toBe('COMPENSATED');
+  });
+
+  it.each([
+    ['an unknown type', ['start', '--type', 'nope', '--data', '{}'], /unknown saga type "nope"/],
+    ['invalid JSON', ['start', '--type', 'order', '--data', '{not json'], /--data is not valid JSON/],
+    ['a schema violation', ['start', '--type', 'order', '--data', '{"customer":"a","items":[],"payment":{"card":"1"}}'], /invalid order input at items/],
+    ['an oversized payload', ['start', '--type', 'order', '--data', JSON.stringify({ customer: 'x'.repeat(70_000) })], /at most 65536 are accepted/],
+    ['an unknown command', ['launch'], /unknown command 'launch'/],
+    ['a missing option', ['start', '--type', 'order'], /required option '--data <json>' not specified/],
+  ])('refuses %s with one clear line, exit 2, and starts nothing', async (_what, args, message) => {
+    const before = await h.client.list({ limit: 1000 });
+
+    const r = await saga(args);
+
+    expect(r.code).toBe(EXIT.USAGE);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(message);
+    expect(await h.client.list({ limit: 1000 })).toHaveLength(before.length);
+  });
+
+  it('exits 78 with one line on a configuration error', async () => {
+    const r = await saga(['list'], { REDIS_URL: 'nonsense' });
+
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.stderr.trim()).toBe('configuration error: REDIS_URL: must be a URL starting with redis:// or rediss:// (got "nonsense")');
+  });
+});

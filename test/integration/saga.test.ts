@@ -1,0 +1,220 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ordersTable } from '../../src/db';
+import { DECLINED_CARD, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
+import type { SagaState } from '../../src/shared';
+import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+
+let h: SagaHarness;
+beforeAll(async () => {
+  h = await startHarness('saga');
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+const rowOf = (intentKey: string) => ordersTable.find(h.pool, intentKey);
+const phaseOf = async (workflowId: string) => (await h.client.status(workflowId)).state;
+
+/** The activity types of the saga's history, in the order they were scheduled. */
+async function activityTrail(workflowId: string): Promise<string[]> {
+  const history = await h.client.temporal.workflow.getHandle(workflowId).fetchHistory();
+  return (history.events ?? [])
+    .map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name)
+    .filter((n): n is string => typeof n === 'string');
+}
+
+describe('the order saga', () => {
+  it('answers SUCCESS early, then completes: row COMPLETED, entity_exists set, no processing key', async () => {
+    const started = await h.client.start('order', order());
+
+    expect(started.reservation.status).toBe('SUCCESS');
+    const final = await h.client.result(started.workflowId);
+    expect(final).toMatchObject({ phase: 'COMPLETED', outcome: 'COMPLETED', stepsDone: ['chargePayment', 'reserveStock'], errors: [] });
+    const row = await rowOf(started.intentKey);
+    expect(row).toMatchObject({ status: 'COMPLETED', lastFencingToken: final.fencingToken });
+    const rms = await h.rms.inspect(started.intentKey);
+    expect(rms.exists).toBe(true);
+    expect(rms.existsToken).toBe(final.fencingToken);
+    expect(rms.holder).toBeUndefined();
+    expect(await activityTrail(started.workflowId)).toEqual([
+      'reserveIntent',
+      'writeEntity',
+      'finalizeEntity',
+      'runStep',
+      'runStep',
+      'completeEntity',
+    ]);
+  });
+
+  it('lets exactly one of 200 concurrent starts over 50 intents succeed per intent, and ends every saga', async () => {
+    const carts = Array.from({ length: 50 }, () => order());
+    const requests = carts.flatMap((cart) => Array.from({ length: 4 }, () => cart));
+
+    const started = await Promise.all(requests.map((cart) => h.client.start('order', cart)));
+
+    const successes = started.filter((s) => s.reservation.status === 'SUCCESS');
+    expect(successes).toHaveLength(50);
+    expect(new Set(successes.map((s) => s.intentKey)).size).toBe(50);
+    for (const s of started) expect(['SUCCESS', 'DUPLICATE', 'CONFLICT']).toContain(s.reservation.status);
+    const finals = await Promise.all(started.map((s) => h.client.result(s.workflowId)));
+    for (const f of finals) expect(['COMPLETED', 'REJECTED']).toContain(f.outcome);
+    expect(finals.filter((f) => f.outcome === 'COMPLETED')).toHaveLength(50);
+    const { rows } = await h.pool.query<{ n: string }>('SELECT count(*) AS n FROM orders WHERE intent_key = ANY($1)', [
+      [...new Set(started.map((s) => s.intentKey))],
+    ]);
+    expect(Number(rows[0]!.n)).toBe(50);
+  });
+
+  it('gives 20 concurrent starts with one idempotency key one workflow and one answer, and refuses another payload', async () => {
+    const cart = order();
+    const key = `idem-${Date.now()}`;
+
+    const started = await Promise.all(Array.from({ length: 20 }, () => h.client.start('order', cart, { idempotencyKey: key })));
+
+    expect(new Set(started.map((s) => s.workflowId)).size).toBe(1);
+    expect(new Set(started.map((s) => s.runId)).size).toBe(1);
+    expect(new Set(started.map((s) => JSON.stringify(s.reservation))).size).toBe(1);
+    expect(started[0]!.reservation.status).toBe('SUCCESS');
+    await expect(h.client.start('order', order(), { idempotencyKey: key })).rejects.toMatchObject({
+      name: 'SagaInputError',
+      code: 'IDEMPOTENCY_KEY_REUSED',
+    });
+    // After the saga ended, the same request still gets the same answer, and another payload is still refused.
+    await h.client.result(started[0]!.workflowId);
+    const again = await h.client.start('order', cart, { idempotencyKey: key });
+    expect(again).toMatchObject({ workflowId: started[0]!.workflowId, runId: started[0]!.runId, reservation: started[0]!.reservation });
+    await expect(h.client.start('order', order(), { idempotencyKey: key })).rejects.toBeInstanceOf(SagaInputError);
+  });
+
+  it('completes a write that takes three times the lease, because every heartbeat extends it', async () => {
+    const leaseMs = h.config.saga.leaseMs;
+    const started = await h.client.start('order', order({ simulate: { writeDelayMs: 3 * leaseMs } }));
+
+    const final = await h.client.result(started.workflowId);
+
+    expect(final.outcome).toBe('COMPLETED');
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPLETED');
+  });
+
+  it('rolls the write back when the lease is lost mid-write, and leaves no row of its token and no lock', async () => {
+    const started = await h.client.start('order', order({ simulate: { writeDelayMs: 20_000 } }));
+    await eventually(() => phaseOf(started.workflowId), (s) => s.phase === 'WRITING', 'the write to start');
+
+    // Another session takes the intent: the holder's next extend finds the lock is not its own.
+    await h.redis.set(`${h.config.redis.keyPrefix}processing:{${started.intentKey}}`, 'intruder:1', 'PX', 60_000);
+    const final = await h.client.result(started.workflowId);
+    // Compensation released nothing of the intruder's.
+    expect((await h.rms.inspect(started.intentKey)).holder?.sessionId).toBe('intruder');
+    await h.redis.del(`${h.config.redis.keyPrefix}processing:{${started.intentKey}}`);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'LEASE_LOST' });
+    expect(await rowOf(started.intentKey)).toBeUndefined();
+    expect((await h.rms.inspect(started.intentKey)).exists).toBe(false);
+  });
+
+  it('compensates a short-stock order in reverse order: stock released, payment refunded, row COMPENSATED, intent freed', async () => {
+    const cart = order({ items: [{ sku: 'rare-coin', quantity: 2, priceCents: 100_000 }] });
+    const started = await h.client.start('order', cart);
+
+    const final = await h.client.result(started.workflowId);
+
+    expect(final).toMatchObject({
+      outcome: 'COMPENSATED',
+      reason: 'STEP_REJECTED',
+      stepsDone: ['chargePayment'],
+      compensationsRun: ['releaseStock', 'refundPayment', 'undoEntity'],
+    });
+    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
+    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
+    expect((await h.rms.inspect(started.intentKey)).exists).toBe(false);
+    expect(await activityTrail(started.workflowId)).toEqual([
+      'reserveIntent',
+      'writeEntity',
+      'finalizeEntity',
+      'runStep',
+      'runStep',
+      'runCompensation',
+      'runCompensation',
+      'undoEntity',
+    ]);
+    // The intent was freed: a new request for the same cart may succeed.
+    const retry = await h.client.start('order', cart);
+    expect(retry.reservation.status).toBe('SUCCESS');
+    expect(retry.intentKey).toBe(started.intentKey);
+    await h.client.result(retry.workflowId);
+  });
+
+  it('compensates a declined payment: no charge recorded, row COMPENSATED', async () => {
+    const started = await h.client.start('order', order({ payment: { card: DECLINED_CARD } }));
+
+    const final = await h.client.result(started.workflowId);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', stepsDone: [] });
+    expect(final.errors[0]!.message).toMatch(/PAYMENT_DECLINED/);
+    const payment = await h.pool.query('SELECT 1 FROM payments WHERE saga_key = $1', [started.workflowId]);
+    expect(payment.rowCount).toBe(0);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
+  });
+
+  it('ends COMPENSATION_FAILED, visible in state and search attributes, when a compensation keeps failing', async () => {
+    const started = await h.client.start(
+      'order',
+      order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] }),
+    );
+
+    const final = await h.client.result(started.workflowId);
+
+    expect(final.outcome).toBe('COMPENSATION_FAILED');
+    expect(final.errors.map((e) => e.at)).toContain('refundPayment');
+    expect(final.compensationsRun).toEqual(['releaseStock', 'undoEntity']);
+    expect((await h.client.status(started.workflowId)).state.outcome).toBe('COMPENSATION_FAILED');
+    const listed = await eventually(
+      () => h.client.list({ outcome: 'COMPENSATION_FAILED' }),
+      (rows) => rows.some((r) => r.workflowId === started.workflowId),
+      'the saga to be listed by its outcome',
+    );
+    expect(listed.every((r) => r.outcome === 'COMPENSATION_FAILED')).toBe(true);
+  });
+
+  it('runs the compensations when cancelled during the remaining steps', async () => {
+    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
+    await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.stepsDone.includes('chargePayment'), 'the payment to be charged');
+
+    await h.client.cancel(started.workflowId);
+    const final = await h.client.result(started.workflowId);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED' });
+    expect(final.compensationsRun).toContain('refundPayment');
+    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
+    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
+  });
+
+  it('answers DUPLICATE from PostgreSQL after Redis lost its data, and repairs entity_exists', async () => {
+    const cart = order();
+    const first = await h.client.start('order', cart);
+    const done = await h.client.result(first.workflowId);
+    const keys = ['processing', 'entity_exists', 'fence'].map((k) => `${h.config.redis.keyPrefix}${k}:{${first.intentKey}}`);
+    await h.redis.del(...keys);
+
+    const second = await h.client.start('order', cart);
+    const final = await h.client.result(second.workflowId);
+
+    expect(second.reservation.status).toBe('DUPLICATE');
+    expect(final).toMatchObject({ outcome: 'REJECTED', reason: 'DUPLICATE' });
+    const { rows } = await h.pool.query('SELECT count(*)::int AS n FROM orders WHERE intent_key = $1', [first.intentKey]);
+    expect(rows[0]).toEqual({ n: 1 });
+    const rms = await h.rms.inspect(first.intentKey);
+    expect(rms).toMatchObject({ exists: true, existsToken: done.fencingToken });
+    expect(rms.holder).toBeUndefined();
+  });
+
+  it('refuses bad input before starting anything', async () => {
+    await expect(h.client.start('nope', order())).rejects.toMatchObject({ code: 'UNKNOWN_SAGA_TYPE' });
+    await expect(h.client.start('order', { ...order(), items: [] })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(h.client.start('order', { ...order(), customer: 'x'.repeat(70_000) })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(h.client.start('order', order(), { idempotencyKey: 'has space' })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    expect(await h.client.list({ type: 'nope' })).toEqual([]);
+  });
+});

@@ -1,0 +1,23 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { inject, describe, expect, it } from 'vitest';
+
+// Histories recorded from real sagas (scripts/record-histories.ts). A change to workflow code that
+// would break sagas already running makes these replays fail with a determinism error.
+const dir = path.join(__dirname, 'histories');
+const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+
+describe('recorded saga histories', () => {
+  it('include a success, a duplicate and a compensation', () => {
+    expect(files.map((f) => f.replace(/\.json$/, '')).sort()).toEqual(expect.arrayContaining(['compensated', 'completed', 'duplicate']));
+  });
+
+  it.each(files)('replay %s without a determinism error', async (file) => {
+    const history = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as unknown;
+
+    const replay = Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') } }, history);
+
+    await expect(replay).resolves.toBeUndefined();
+  });
+});
