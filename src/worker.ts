@@ -10,6 +10,7 @@ import type { Pool } from 'pg';
 import { createActivities } from './activities';
 import { loadConfigOrExit, type Config } from './config';
 import { createPool } from './db/pool';
+import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
 import { connectWorker } from './temporal';
@@ -60,7 +61,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
-      activities: createActivities({ redis, pool, keyPrefix: config.redis.keyPrefix }),
+      activities: createActivities({ redis, rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }), pool, keyPrefix: config.redis.keyPrefix }),
       shutdownGraceTime: '10 seconds',
       ...workflowSource,
       ...options.workerOptions,

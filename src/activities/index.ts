@@ -1,22 +1,26 @@
 /**
  * Activities are created from their dependencies, so tests and the worker wire real clients the same
- * way; workflows proxy `ReturnType<typeof createActivities>` by type only.
+ * way; workflows proxy their types only.
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
+import type { Rms } from '../rms';
 import type { SmokeResult } from '../shared';
+import { createSagaActivities } from './saga';
 
 /** What the activities need. */
 export interface ActivityDeps {
   redis: Redis | Cluster;
+  rms: Rms;
   pool: Pool;
   /** Prefix of every Redis key written. */
   keyPrefix: string;
 }
 
-/** Builds the activities registered by the worker. */
+/** Builds every activity the worker registers. */
 export function createActivities(deps: ActivityDeps) {
   return {
+    ...createSagaActivities(deps),
     /** Increments a Redis counter and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {
       const redisCounter = await deps.redis.incr(`${deps.keyPrefix}smoke:{${name}}`);

@@ -16,8 +16,8 @@ export { orderSaga, DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput } from '
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 
 /** Every saga type, by name. */
-export const sagaTypes: Readonly<Record<string, SagaDefinition<never>>> = {
-  [orderSaga.type]: orderSaga as SagaDefinition<never>,
+export const sagaTypes: Readonly<Record<string, SagaDefinition<unknown>>> = {
+  [orderSaga.type]: orderSaga as unknown as SagaDefinition<unknown>,
 };
 
 /** The definition of `type`, or a SagaInputError naming the known ones. */
@@ -26,7 +26,7 @@ export function sagaDefinition(type: string): SagaDefinition<unknown> {
   if (!def) {
     throw new SagaInputError(`unknown saga type ${JSON.stringify(type)} (known: ${Object.keys(sagaTypes).join(', ')})`, ErrorType.UNKNOWN_SAGA_TYPE);
   }
-  return def as SagaDefinition<unknown>;
+  return def;
 }
 
 /** Validates `data` against the type's schema; a SagaInputError says what is wrong and where. */

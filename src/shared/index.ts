@@ -1,3 +1,4 @@
 /** Sandbox-safe definitions shared by workflows, activities, worker and client. */
+export * from './saga';
 export * from './search-attributes';
 export * from './smoke';
