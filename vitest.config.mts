@@ -22,6 +22,7 @@ export default defineConfig({
           maxWorkers: 2,
           sequence: { groupOrder: 1 },
           globalSetup: ['test/helpers/global-setup.ts'],
+          setupFiles: ['test/helpers/quiet-runtime.ts'],
           testTimeout: 120_000,
           hookTimeout: 300_000,
         },

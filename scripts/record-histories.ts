@@ -6,11 +6,13 @@
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { SagaClient } from '../src/client';
 import { loadConfigOrExit } from '../src/config';
 import { createWorker } from '../src/worker';
 
 async function main(): Promise<void> {
+  const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
   const config = loadConfigOrExit({ ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}` });
   const { worker, close } = await createWorker({ config });
   const client = await SagaClient.connect(config);
@@ -31,8 +33,9 @@ async function main(): Promise<void> {
       runs.duplicate = await client.start('order', completedCart);
       for (const [name, run] of Object.entries(runs)) {
         const state = await client.result(run.workflowId);
-        const history = await client.temporal.workflow.getHandle(run.workflowId).fetchHistory();
-        writeFileSync(path.join(__dirname, '../test/workflows/histories', `${name}.json`), JSON.stringify(history, null, 1));
+        // The CLI writes the canonical proto JSON that the SDK's replayer reads.
+        const history = execFileSync(temporal, ['workflow', 'show', '--workflow-id', run.workflowId, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--output', 'json']);
+        writeFileSync(path.join(__dirname, '../test/workflows/histories', `${name}.json`), history);
         console.log(`${name}: ${run.workflowId} ${state.outcome}${state.reason ? ` (${state.reason})` : ''}`);
       }
     });

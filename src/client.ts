@@ -6,8 +6,12 @@ import {
   Client,
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  isGrpcServiceError,
   type Connection,
+  type WorkflowHandle,
+  type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Config } from './config';
@@ -123,7 +127,22 @@ export class SagaClient {
   async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
     const input = this.prepare(type, data, options.idempotencyKey);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
-    const startOperation = WithStartWorkflowOperation.create(reservationSaga, {
+    // Concurrent identical requests from this client share one round trip.
+    const flightKey = `${workflowId}\u0000${input.requestHash}`;
+    let flight = this.#inFlight.get(flightKey);
+    if (!flight) {
+      flight = this.#startOnce(input, workflowId).finally(() => this.#inFlight.delete(flightKey));
+      this.#inFlight.set(flightKey, flight);
+    }
+    const { runId, reservation } = await flight;
+    return { workflowId, runId, intentKey: input.intentKey, reservation, url: this.url(workflowId) };
+  }
+
+  readonly #inFlight = new Map<string, Promise<{ runId: string; reservation: ReservationAnswer }>>();
+
+  async #startOnce(input: SagaInput, workflowId: string): Promise<{ runId: string; reservation: ReservationAnswer }> {
+    const { client } = this.#options;
+    const startOperation = new WithStartWorkflowOperation(reservationSaga, {
       workflowId,
       taskQueue: this.#options.taskQueue,
       args: [input],
@@ -131,36 +150,48 @@ export class SagaClient {
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [
-        { key: SAGA_TYPE, value: type },
+        { key: SAGA_TYPE, value: input.type },
         { key: SAGA_PHASE, value: SagaPhase.RESERVING },
         { key: INTENT_KEY, value: input.intentKey },
       ],
-      staticSummary: `${type} saga, intent ${input.intentKey}`,
+      staticSummary: `${input.type} saga, intent ${input.intentKey}`,
     });
-    let reservation: ReservationAnswer;
-    let runId: string;
+    const request = { args: [{ requestHash: input.requestHash }] as [{ requestHash: string }] };
     try {
-      reservation = await this.#options.client.workflow.executeUpdateWithStart(reservationUpdate, {
-        args: [{ requestHash: input.requestHash }],
-        startWorkflowOperation: startOperation,
-      });
-      runId = (await startOperation.workflowHandle()).firstExecutionRunId;
+      // Bounded: under contention on one workflow id the server may keep answering a retried
+      // update-with-start with a retryable error (e.g. "StartDeduped"); then we join by plain update.
+      const reservation = await client.withDeadline(Date.now() + UPDATE_WITH_START_DEADLINE_MS, () =>
+        client.workflow.executeUpdateWithStart(reservationUpdate, { ...request, startWorkflowOperation: startOperation }),
+      );
+      // The start response usually carries the run id (the handle's declared type does not say so);
+      // a caller that joined an existing saga may get none back, and then asks.
+      const handle = (await startOperation.workflowHandle()) as Partial<WorkflowHandleWithFirstExecutionRunId> & WorkflowHandle;
+      return { reservation, runId: handle.firstExecutionRunId ?? (await handle.describe()).runId };
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) {
-        // The saga with this key has already finished: answer from its recorded state.
-        const handle = this.#options.client.workflow.getHandle(workflowId);
-        const state = await handle.query(stateQuery);
-        if (state.requestHash !== input.requestHash) throw keyReused(input.idempotencyKey);
-        if (!state.reservation) throw new Error(`saga ${workflowId} ended without a reservation answer (${state.reason ?? state.phase})`);
-        reservation = state.reservation;
-        runId = (await handle.describe()).runId;
-      } else if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === ErrorType.IDEMPOTENCY_KEY_REUSED) {
-        throw keyReused(input.idempotencyKey);
-      } else {
-        throw err;
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfFinished(input, workflowId);
+      if (isKeyReuse(err)) throw keyReused(input.idempotencyKey);
+      if (!isGrpcServiceError(err) && !isGrpcServiceError((err as { cause?: unknown }).cause)) throw err;
+      const handle = client.workflow.getHandle(workflowId);
+      try {
+        const reservation = await handle.executeUpdate(reservationUpdate, request);
+        return { reservation, runId: (await handle.describe()).runId };
+      } catch (joinErr) {
+        if (isKeyReuse(joinErr)) throw keyReused(input.idempotencyKey);
+        if (joinErr instanceof WorkflowNotFoundError || /completed|not found/i.test((joinErr as Error).message)) {
+          return this.#answerOfFinished(input, workflowId);
+        }
+        throw joinErr;
       }
     }
-    return { workflowId, runId, intentKey: input.intentKey, reservation, url: this.url(workflowId) };
+  }
+
+  /** The saga with this key has already finished: answer from its recorded state. */
+  async #answerOfFinished(input: SagaInput, workflowId: string): Promise<{ runId: string; reservation: ReservationAnswer }> {
+    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const state = await handle.query(stateQuery);
+    if (state.requestHash !== input.requestHash) throw keyReused(input.idempotencyKey);
+    if (!state.reservation) throw new Error(`saga ${workflowId} ended without a reservation answer (${state.reason ?? state.phase})`);
+    return { reservation: state.reservation, runId: (await handle.describe()).runId };
   }
 
   /** Waits for the saga to end and returns its final state. */
@@ -210,6 +241,13 @@ export class SagaClient {
   async cancel(workflowId: string): Promise<void> {
     await this.#options.client.workflow.getHandle(workflowId).cancel();
   }
+}
+
+/** How long one update-with-start may take before the client joins the saga by a plain update. */
+const UPDATE_WITH_START_DEADLINE_MS = 10_000;
+
+function isKeyReuse(err: unknown): boolean {
+  return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === ErrorType.IDEMPOTENCY_KEY_REUSED;
 }
 
 function keyReused(key: string): SagaInputError {

@@ -29,14 +29,14 @@ export async function startWorkerProcess(config: Config): Promise<{ child: Child
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
     const onData = () => {
       if (output.includes('worker: polling')) resolve();
     };
-    child.stderr!.on('data', onData);
+    child.stderr.on('data', onData);
     void exited.then((code) => reject(new Error(`worker exited (${code}) before polling:\n${output}`)));
   });
   return { child, exited, output: () => output };

@@ -26,7 +26,13 @@ async function saga(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
-const json = (s: string) => JSON.parse(s) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+interface Started {
+  workflowId: string;
+  runId: string;
+  reservation: { status: string; fencingToken?: string; expiresAt?: number; retryAfterMs?: number };
+  final?: { outcome: string };
+}
+const json = <T = Record<string, unknown>>(s: string) => JSON.parse(s) as T;
 
 describe('saga CLI', () => {
   it('start --json prints the reservation answer and exits 0 on SUCCESS, 3 on DUPLICATE', async () => {
@@ -36,13 +42,13 @@ describe('saga CLI', () => {
     const second = await saga(['start', '--type', 'order', '--data', data, '--json']);
 
     expect(first.code).toBe(EXIT.OK);
-    const out = json(first.stdout);
+    const out = json<Started>(first.stdout);
     expect(out).toMatchObject({ workflowId: expect.stringMatching(/^order-/), runId: expect.any(String), reservation: { status: 'SUCCESS' } });
     expect(out.reservation.fencingToken).toMatch(/^\d+$/);
     expect(out.reservation.expiresAt).toEqual(expect.any(Number));
     expect(out.final).toMatchObject({ outcome: 'COMPLETED' });
     expect(second.code).toBe(EXIT.DUPLICATE);
-    expect(json(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+    expect(json<Started>(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
   });
 
   it('exits 4 with retryAfterMs on CONFLICT while another saga holds the intent', async () => {
@@ -53,7 +59,7 @@ describe('saga CLI', () => {
 
     expect(holder.reservation.status).toBe('SUCCESS');
     expect(conflict.code).toBe(EXIT.CONFLICT);
-    expect(json(conflict.stdout).reservation).toMatchObject({ status: 'CONFLICT', retryAfterMs: expect.any(Number) });
+    expect(json<Started>(conflict.stdout).reservation).toMatchObject({ status: 'CONFLICT', retryAfterMs: expect.any(Number) });
     await h.client.result(holder.workflowId);
   });
 
@@ -72,7 +78,7 @@ describe('saga CLI', () => {
     expect(result.code).toBe(EXIT.SAGA_FAILED);
     expect(json(result.stdout)).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
     expect(list.code).toBe(EXIT.OK);
-    expect((json(list.stdout) as unknown as { workflowId: string }[]).map((r) => r.workflowId)).toContain(started.workflowId);
+    expect(json<{ workflowId: string }[]>(list.stdout).map((r) => r.workflowId)).toContain(started.workflowId);
     expect(intent.code).toBe(EXIT.OK);
     expect(json(intent.stdout)).toMatchObject({ intentKey: started.intentKey, rms: { exists: false }, row: { status: 'COMPENSATED' } });
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SagaClient } from '../../src/client';
 import { ordersTable } from '../../src/db';
 import { DECLINED_CARD, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
 import type { SagaState } from '../../src/shared';
@@ -68,8 +69,10 @@ describe('the order saga', () => {
   it('gives 20 concurrent starts with one idempotency key one workflow and one answer, and refuses another payload', async () => {
     const cart = order();
     const key = `idem-${Date.now()}`;
+    // Twenty independent callers (each its own SagaClient, so nothing is shared client-side).
+    const callers = Array.from({ length: 20 }, () => new SagaClient({ client: h.client.temporal, taskQueue: h.config.temporal.taskQueue, uiUrl: '', timings: { ...h.config.saga, compensationAttempts: 2 } }));
 
-    const started = await Promise.all(Array.from({ length: 20 }, () => h.client.start('order', cart, { idempotencyKey: key })));
+    const started = await Promise.all(callers.map((c) => c.start('order', cart, { idempotencyKey: key })));
 
     expect(new Set(started.map((s) => s.workflowId)).size).toBe(1);
     expect(new Set(started.map((s) => s.runId)).size).toBe(1);

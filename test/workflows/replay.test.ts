@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { inject, describe, expect, it } from 'vitest';
 
@@ -14,7 +15,7 @@ describe('recorded saga histories', () => {
   });
 
   it.each(files)('replay %s without a determinism error', async (file) => {
-    const history = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as unknown;
+    const history = historyFromJSON(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
 
     const replay = Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') } }, history);
 
