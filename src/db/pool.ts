@@ -21,5 +21,10 @@ export function createPool(options: PoolOptions): pg.Pool {
   pool.on('error', (err) => {
     process.stderr.write(`postgres: idle client error: ${err.message}\n`);
   });
+  // A checked-out client whose connection drops (server restart, network cut) emits 'error' besides
+  // failing its query; without a listener that event would crash the process.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => process.stderr.write(`postgres: connection lost: ${err.message}\n`));
+  });
   return pool;
 }
