@@ -21,9 +21,17 @@ export function envOf(config: Config): NodeJS.ProcessEnv {
   };
 }
 
-/** A `npm run worker` process; resolves once it polls. */
+const spawned = new Set<ChildProcess>();
+
+/** Kills every worker process a test started and did not see exit (for afterAll). */
+export function killWorkerProcesses(): void {
+  for (const child of spawned) child.kill('SIGKILL');
+}
+
+/** A worker process (as `npm run worker` starts it); resolves once it polls. */
 export async function startWorkerProcess(config: Config): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
-  const child = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), [path.join(ROOT, 'src/worker.ts')], {
+  // One process (node with tsx's loader), so signals reach the worker itself, not a wrapper.
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/worker.ts')], {
     cwd: ROOT,
     env: envOf(config),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -31,7 +39,13 @@ export async function startWorkerProcess(config: Config): Promise<{ child: Child
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  spawned.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      spawned.delete(child);
+      resolve(code);
+    }),
+  );
   await new Promise<void>((resolve, reject) => {
     const onData = () => {
       if (output.includes('worker: polling')) resolve();

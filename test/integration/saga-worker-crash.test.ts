@@ -1,28 +1,38 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { startWorkerProcess } from '../helpers/processes';
+import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 
 let h: SagaHarness;
 beforeAll(async () => {
-  h = await startHarness('saga worker crash', { worker: false });
+  // A lease that outlives the heartbeat timeout plus a retry: the surviving worker can take over.
+  h = await startHarness('saga worker crash', { worker: false, env: { LEASE_MS: '6000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' } });
 });
 afterAll(async () => {
+  killWorkerProcesses();
   await h?.stop();
 });
 
-it('finishes a saga whose worker was killed with SIGKILL mid-write on a second worker: one row, no leaked lock', async () => {
-  const first = await startWorkerProcess(h.config);
+it('finishes a saga whose worker was killed with SIGKILL mid-write on another worker: one row, no leaked lock', async () => {
+  const workers = [await startWorkerProcess(h.config), await startWorkerProcess(h.config)];
   const started = await h.client.start('order', order({ simulate: { writeDelayMs: 4000 } }));
   expect(started.reservation.status).toBe('SUCCESS');
-  await eventually(() => h.client.status(started.workflowId), (s) => s.state.phase === 'WRITING', 'the write to start');
+  const handle = h.client.temporal.workflow.getHandle(started.workflowId);
+  // The worker running the write is the one whose identity (`<pid>@<host>`) the pending activity names.
+  const running = await eventually(
+    () => handle.describe(),
+    (d) => d.raw.pendingActivities?.some((a) => a.activityType?.name === 'writeEntity' && !!a.lastWorkerIdentity) ?? false,
+    'the write to be picked up by a worker',
+  );
+  const identity = running.raw.pendingActivities!.find((a) => a.activityType?.name === 'writeEntity')!.lastWorkerIdentity!;
+  const victim = workers.find((w) => identity.startsWith(`${w.child.pid}@`))!;
+  const survivor = workers.find((w) => w !== victim)!;
 
-  first.child.kill('SIGKILL');
-  expect(await first.exited).toBeNull();
-  const second = await startWorkerProcess(h.config);
+  victim.child.kill('SIGKILL');
+  expect(await victim.exited).toBeNull();
   const final = await h.client.result(started.workflowId);
-  second.child.kill('SIGTERM');
-  const exitCode = await second.exited;
+  survivor.child.kill('SIGTERM');
+  const exitCode = await survivor.exited;
 
   expect(final.outcome).toBe('COMPLETED');
   const { rows } = await h.pool.query('SELECT count(*)::int AS n FROM orders WHERE intent_key = $1', [started.intentKey]);
@@ -33,5 +43,5 @@ it('finishes a saga whose worker was killed with SIGKILL mid-write on a second w
   expect(rms.exists).toBe(true);
   // SIGTERM is a graceful shutdown: the worker drains and exits cleanly.
   expect(exitCode).toBe(0);
-  expect(second.output()).toContain('worker: stopped');
+  expect(survivor.output()).toContain('worker: stopped');
 });
