@@ -7,11 +7,13 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal test test-unit test-integration lint typecheck demo dev dev-down bench build
+.PHONY: help install temporal test test-unit test-integration test-ui lint typecheck demo dev dev-down bench build
 
 help:
-	@echo "make demo        run the demo against a local dev stack"
+	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
+	@echo "                 (make demo ARGS=--once: run the scenario, stop, exit 0 only if all went as expected)"
 	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL)"
+	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
 	@echo "make dev-down    stop what make dev started"
 	@echo "make lint        eslint (with the workflow sandbox rule)"
@@ -52,9 +54,14 @@ dev: install temporal
 dev-down:
 	@scripts/dev-down
 
+# The demo starts the dev stack itself (scripts/dev-up), so that Ctrl-C stops only what it started.
+# Plain node (not npx): Ctrl-C then reaches the demo directly and it can stop its worker and server.
 demo: install temporal
-	@scripts/dev-up
-	npx tsx scripts/demo.ts $(ARGS)
+	@node --import tsx scripts/demo.ts $(ARGS)
+
+# Installs Debian's chromium when missing; the dev server, database and key prefix are its own.
+test-ui: install temporal
+	@scripts/test-ui $(ARGS)
 
 bench: install temporal
 	npx tsx bench/run.ts $(ARGS)

@@ -1,32 +1,175 @@
 /**
- * The demo: runs the smoke workflow through a worker against the dev stack started by `make dev`,
- * and prints its result with a link to it in the Temporal UI.
+ * `make demo`: brings up the dev stack (scripts/dev-up), starts one worker process, runs a scripted
+ * scenario of real `order` sagas with progress, and prints a summary table with a link to each saga
+ * in the Temporal UI. Then it leaves the stack running, with what to try next, until Ctrl-C, which
+ * stops what the demo started. With --once it stops at once and exits 0 only if every saga ended as
+ * the scenario expects.
+ *
+ * Environment: the usual config variables (src/config.ts); the demo's defaults are a short lease
+ * (LEASE_MS=3000, HEARTBEAT_INTERVAL_MS=500, HEARTBEAT_TIMEOUT_MS=1500) so the long write visibly
+ * outlives its initial lease. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT and TEMPORAL_DEV_DATA_DIR place
+ * the dev server (see scripts/dev-up); TEMPORAL_ADDRESS and TEMPORAL_UI_URL follow them unless set.
  */
-import { Client } from '@temporalio/client';
-import { loadConfigOrExit } from '../src/config';
-import { connectClient } from '../src/temporal';
-import { createWorker } from '../src/worker';
-import { smokeWorkflow } from '../src/workflows';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Command } from 'commander';
+import { SagaClient } from '../src/client';
+import { loadConfigOrExit, type Config } from '../src/config';
+import { Rms } from '../src/rms';
+import { createRedis } from '../src/rms/connection';
+import { runScenario, type DemoRow } from './demo/scenario';
+import { ROOT, devUp, startWorker, type DevStack, type WorkerProcess } from './demo/stack';
 
-async function main(): Promise<void> {
-  const config = loadConfigOrExit();
-  const { worker, close } = await createWorker({ config });
-  const connection = await connectClient(config.temporal);
-  const client = new Client({ connection, namespace: config.temporal.namespace });
-  const workflowId = `smoke-demo-${Date.now()}`;
+/** The demo's short timings, unless the environment sets them. */
+const DEMO_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '500', HEARTBEAT_TIMEOUT_MS: '1500' };
+
+interface Options {
+  once?: boolean;
+  summaryJson?: string;
+}
+
+function parseOptions(argv: string[]): Options {
+  const program = new Command('demo')
+    .description('Run the reservation-saga demo against the local dev stack (make demo ARGS=...)')
+    .option('--once', 'run the scenario, print the table, stop what the demo started; exit 0 only if every saga ended as expected')
+    .option('--summary-json <file>', 'also write the table as JSON (used by the Temporal UI test)')
+    .allowExcessArguments(false);
+  program.parse(argv, { from: 'user' });
+  return program.opts<Options>();
+}
+
+/** The environment of the demo and its worker: demo timings and addresses that follow the dev ports. */
+function demoEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const [name, value] of Object.entries(DEMO_TIMINGS)) if (!env[name]) env[name] = value;
+  if (env.TEMPORAL_DEV_PORT && !env.TEMPORAL_ADDRESS) env.TEMPORAL_ADDRESS = `127.0.0.1:${env.TEMPORAL_DEV_PORT}`;
+  if (env.TEMPORAL_DEV_UI_PORT && !env.TEMPORAL_UI_URL) env.TEMPORAL_UI_URL = `http://127.0.0.1:${env.TEMPORAL_DEV_UI_PORT}`;
+  return env;
+}
+
+const started = Date.now();
+function say(line: string): void {
+  const t = `+${((Date.now() - started) / 1000).toFixed(1)}s`.padStart(7);
+  process.stdout.write(line ? `${t}  ${line}\n` : '\n');
+}
+
+/** The summary table, plain text; the UI link last so a narrow terminal wraps only that. */
+function formatTable(rows: readonly DemoRow[]): string {
+  const shortIntent = (k: string) => (k.length > 18 ? `${k.slice(0, 17)}…` : k);
+  const header = ['saga', 'intent', 'early answer', 'fencing token', 'final outcome', 'as expected', 'Temporal UI'];
+  const cells = rows.map((r) => [
+    r.saga,
+    shortIntent(r.intentKey),
+    r.answer,
+    r.fencingToken ?? '-',
+    `${r.outcome}${r.reason && r.reason !== r.outcome ? ` (${r.reason})` : ''}`,
+    r.ok ? 'yes' : `NO: ${r.expected}`,
+    r.url,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
+}
+
+function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): string {
+  const env: string[] = [];
+  if (config.temporal.address !== '127.0.0.1:7233') env.push(`export TEMPORAL_ADDRESS=${config.temporal.address}`);
+  if (config.temporal.uiUrl !== 'http://127.0.0.1:8233') env.push(`export TEMPORAL_UI_URL=${config.temporal.uiUrl}`);
+  const byId = (id: string) => rows.find((r) => r.id === id);
+  const compensated = byId('short-stock')?.workflowId ?? '<workflow id>';
+  const ui = `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}/workflows`;
+  const query = (q: string) => `${ui}?query=${encodeURIComponent(q)}`;
+  const example = JSON.stringify({
+    customer: `you-${Date.now().toString(36)}`,
+    items: [{ sku: 'widget', quantity: 1, priceCents: 500 }],
+    payment: { card: '4242424242424242' },
+  });
+  return [
+    'What to try next (the dev server and the worker keep running; Ctrl-C stops what the demo started):',
+    ...env.map((e) => `  ${e}`),
+    `  bin/saga status ${compensated}          phase, steps, compensations, errors`,
+    '  bin/saga list --outcome COMPENSATED                sagas found by their SagaOutcome search attribute',
+    `  bin/saga start --type order --data '${example}' --wait`,
+    '      a new saga, its phases shown as they happen; run it again: DUPLICATE (exit 3)',
+    `  bin/saga intent --type order --data '${example}'`,
+    '      that cart\'s reservation in Redis and its row in PostgreSQL',
+    `  Temporal UI, sagas by outcome: ${query('SagaOutcome = "COMPENSATED"')}`,
+    `  other searches there: SagaType = "order" AND SagaOutcome = "REJECTED"   or   IntentKey = "${byId('retry')?.intentKey ?? ''}"`,
+    `  the worker's log: ${path.relative(ROOT, path.join(dataDir, 'demo-worker.log')) || dataDir}`,
+  ].join('\n');
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  const env = demoEnv(process.env);
+  const config = loadConfigOrExit(env);
+  const dataDir = env.TEMPORAL_DEV_DATA_DIR ?? path.join(ROOT, '.data');
+  mkdirSync(dataDir, { recursive: true });
+
+  let stack: DevStack | undefined;
+  let worker: WorkerProcess | undefined;
+  let client: SagaClient | undefined;
+  let redis: ReturnType<typeof createRedis> | undefined;
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      await client?.close().catch(() => undefined);
+      redis?.disconnect();
+      if (worker) {
+        say(`stopping the worker (pid ${worker.pid})`);
+        await worker.stop();
+      }
+      await stack?.stop();
+    })());
+  // Ctrl-C (SIGINT reaches every process of the terminal's group; the dev server ignores it, having
+  // been started in the background by dev-up), SIGTERM, or the terminal closing (SIGHUP): stop what
+  // the demo started, then exit.
+  // Once the scenario is done and the demo waits, Ctrl-C is its normal end: the scenario's verdict
+  // is the exit status then.
+  let verdict: number | undefined;
+  const exitCodes = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
+  for (const [signal, code] of Object.entries(exitCodes)) {
+    process.on(signal, () => {
+      void stop().finally(() => process.exit(verdict ?? code));
+    });
+  }
+
   try {
-    const result = await worker.runUntil(
-      client.workflow.execute(smokeWorkflow, { taskQueue: config.temporal.taskQueue, workflowId, args: ['demo'] }),
-    );
-    console.log(`smoke workflow ${workflowId}: ${JSON.stringify(result)}`);
-    console.log(`UI: ${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}/workflows/${workflowId}`);
+    stack = await devUp(env);
+    worker = await startWorker(env, path.join(dataDir, 'demo-worker.log'));
+    say(`worker started (pid ${worker.pid}, task queue ${config.temporal.taskQueue}); its log: ${worker.logPath}`);
+    client = await SagaClient.connect(config);
+    redis = createRedis(config.redis);
+    const runId = `${Date.now().toString(36).slice(-4)}${randomBytes(2).toString('hex')}`;
+    say(`run ${runId}: lease ${config.saga.leaseMs} ms, heartbeat every ${config.saga.heartbeatIntervalMs} ms, heartbeat timeout ${config.saga.heartbeatTimeoutMs} ms`);
+    say('');
+    const rows = await runScenario({
+      client,
+      rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
+      runId,
+      leaseMs: config.saga.leaseMs,
+      say,
+    });
+    const good = rows.filter((r) => r.ok).length;
+    process.stdout.write(`${formatTable(rows)}\n\n${good} of ${rows.length} sagas ended as the scenario expects.\n`);
+    if (options.summaryJson) writeFileSync(options.summaryJson, `${JSON.stringify({ runId, rows }, null, 2)}\n`);
+    const code = good === rows.length ? 0 : 1;
+    if (options.once) return code;
+    verdict = code;
+    process.stdout.write(`\n${nextSteps(config, rows, dataDir)}\n`);
+    // Until a signal: the handlers above stop everything and exit.
+    setInterval(() => undefined, 1 << 30);
+    return await new Promise<never>(() => undefined);
   } finally {
-    await connection.close();
-    await close();
+    await stop();
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(`demo: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`demo: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

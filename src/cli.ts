@@ -3,7 +3,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { loadConfigOrExit, type Config } from './config';
-import { SagaClient } from './client';
+import { SagaClient, type StartedSaga } from './client';
 import { createPool } from './db/pool';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
@@ -48,23 +48,44 @@ function exitForState(state: SagaState): number {
   return EXIT.SAGA_FAILED;
 }
 
-/** Follows the saga's phases on stderr (for a person at a terminal) until it ends. */
-async function follow(client: SagaClient, workflowId: string): Promise<SagaState> {
-  const done = client.result(workflowId);
+/**
+ * Follows the saga on stderr, for a person at a terminal, until it ends: the early answer first, then
+ * each phase, step and compensation as it happens, the last one included. Off a terminal it only waits.
+ */
+async function follow(client: SagaClient, started: StartedSaga): Promise<SagaState> {
+  const done = client.result(started.workflowId);
   if (!process.stderr.isTTY) return done;
-  let last = '';
+  const t0 = Date.now();
+  const say = (line: string) => process.stderr.write(`  +${((Date.now() - t0) / 1000).toFixed(1)}s  ${line}\n`);
+  say(`${started.workflowId}: ${started.reservation.status}; following it (Ctrl-C stops following, not the saga)`);
   let finished = false;
   void done.finally(() => (finished = true)).catch(() => undefined);
+  const seen = { phase: '', steps: 0, compensations: 0 };
+  const show = (state: SagaState) => {
+    const phase = () => {
+      if (state.phase !== seen.phase) say(`${state.phase}${state.outcome && state.reason ? ` (${state.reason})` : ''}`);
+      seen.phase = state.phase;
+    };
+    // A new phase first, except a terminal one, which comes after the last step it reports.
+    if (!isTerminal(state.phase)) phase();
+    for (const step of state.stepsDone.slice(seen.steps)) say(`  step done: ${step}`);
+    for (const c of state.compensationsRun.slice(seen.compensations)) say(`  compensation done: ${c}`);
+    seen.steps = state.stepsDone.length;
+    seen.compensations = state.compensationsRun.length;
+    if (isTerminal(state.phase)) phase();
+  };
   while (!finished) {
-    const { state } = await client.status(workflowId).catch(() => ({ state: undefined }));
-    if (state && state.phase !== last) {
-      last = state.phase;
-      process.stderr.write(`  ${new Date().toISOString().slice(11, 23)}  ${state.phase}${state.stepsDone.length ? ` (steps done: ${state.stepsDone.join(', ')})` : ''}\n`);
-      if (isTerminal(state.phase)) break;
-    }
+    const state = await client.status(started.workflowId).then(
+      (s) => s.state,
+      () => undefined,
+    );
+    if (state) show(state);
+    if (state && isTerminal(state.phase)) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  return done;
+  const final = await done;
+  show(final);
+  return final;
 }
 
 /** Builds the program; `run` executes it and returns the exit code. */
@@ -100,7 +121,7 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
         let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
         let final: SagaState | undefined;
         if (opts.wait) {
-          final = await follow(client, started.workflowId);
+          final = await follow(client, started);
           exit = exitForState(final);
         }
         print({ ...started, ...(final ? { final } : {}) }, !!opts.json, () =>

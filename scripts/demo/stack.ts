@@ -1,0 +1,139 @@
+/**
+ * The processes that `make demo` and the Temporal UI test start, and stop again: the dev stack
+ * (scripts/dev-up, scripts/dev-down) and one worker process (`src/worker.ts`). Each start tells the
+ * caller whether it started something, so only that is stopped.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+/** The repository root. */
+export const ROOT = path.resolve(__dirname, '../..');
+
+/** True when something accepts TCP connections on 127.0.0.1:`port`. */
+export function isListening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const done = (up: boolean) => {
+      socket.destroy();
+      resolve(up);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.setTimeout(1000, () => done(false));
+  });
+}
+
+/** A TCP port that was free a moment ago (the kernel's choice). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Runs one of scripts/ with `env`; its output goes to ours. Rejects on a non-zero exit. */
+export function runScript(script: string, env: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(path.join(ROOT, 'scripts', script), [], { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.once('error', reject);
+    child.once('exit', (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`scripts/${script} failed (${signal ?? `exit ${code}`})`)),
+    );
+  });
+}
+
+/** The dev stack as {@link devUp} found or left it. */
+export interface DevStack {
+  /** True when this call started the dev server (and {@link stop} will stop it). */
+  started: boolean;
+  /** Stops the dev server if this call started it. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs scripts/dev-up (dev server with UI and search attributes, database and schema). The dev server
+ * counts as ours only if nothing served its gRPC port before: a `make dev` server is left alone.
+ */
+export async function devUp(env: NodeJS.ProcessEnv): Promise<DevStack> {
+  const grpcPort = Number(env.TEMPORAL_DEV_PORT ?? 7233);
+  const started = !(await isListening(grpcPort));
+  await runScript('dev-up', env);
+  let stopped = false;
+  return {
+    started,
+    async stop() {
+      if (!started || stopped) return;
+      stopped = true;
+      await runScript('dev-down', env);
+    },
+  };
+}
+
+/** A worker process. */
+export interface WorkerProcess {
+  pid: number;
+  /** Where its stdout and stderr go. */
+  logPath: string;
+  /** Stops it (SIGTERM: it finishes in-flight tasks, then exits); resolves with its exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts `src/worker.ts` with `env` and resolves once it polls (it prints "worker: polling"). */
+export async function startWorker(env: NodeJS.ProcessEnv, logPath: string, timeoutMs = 180_000): Promise<WorkerProcess> {
+  const log = createWriteStream(logPath, { flags: 'a' });
+  // A process group of its own: a Ctrl-C in the terminal reaches only our process, which then sends
+  // one SIGTERM. (Its Temporal runtime drains on the first signal and dies at once on a second.)
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/worker.ts')], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  // Should our process end without stopping it (an uncaught error), the worker still gets its signal.
+  const orphanGuard = () => child.kill('SIGTERM');
+  process.once('exit', orphanGuard);
+  let recent = '';
+  // 'close', not 'exit': its last output ("worker: stopped") may still be in the pipes at 'exit', and
+  // writing that to an ended log would throw.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  void exited.then(() => {
+    log.end();
+    process.off('exit', orphanGuard);
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the worker did not poll within ${timeoutMs / 1000} s; see ${logPath}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      log.write(chunk);
+      recent = (recent + chunk.toString()).slice(-4000);
+      if (recent.includes('worker: polling')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', (chunk: Buffer) => log.write(chunk));
+    child.stderr!.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`the worker exited (${code}) before polling:\n${recent.trim()}`));
+    });
+  });
+  return {
+    pid: child.pid!,
+    logPath,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      // Its shutdown grace time is 10 s; past that, it is stuck.
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}

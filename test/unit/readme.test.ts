@@ -1,0 +1,216 @@
+/**
+ * Keeps the README and docs/ from rotting: every shell command they show is one that `make test` or
+ * `.ci/run` runs (or a `bin/saga` example that the CLI's own parser accepts, with data the saga type
+ * accepts), the configuration and exit-code tables match the code, the TypeScript examples compile,
+ * and the images exist. The README's "## Performance" section belongs to the benchmarks and is left out.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+import { buildProgram, EXIT } from '../../src/cli';
+import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
+import { prepareSaga } from '../../src/sagas';
+import { codeBlocks, inlineCode, shellCommands, type ShellCommand } from '../helpers/markdown';
+
+const ROOT = path.resolve(__dirname, '../..');
+const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
+const readmeFull = read('README.md');
+const README = readmeFull.split(/^## Performance$/m)[0]!;
+const DOCS: Record<string, string> = {
+  'README.md': README,
+  ...Object.fromEntries(
+    readdirSync(path.join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => [`docs/${f}`, read(`docs/${f}`)]),
+  ),
+};
+
+/**
+ * The commands the docs may show besides `bin/saga`, each with what runs it. Adding a command to
+ * the docs means adding it here, with a true reason.
+ */
+const EXERCISED: Record<string, string> = {
+  'make demo': '.ci/run runs `make demo ARGS=--once`: the same target and scenario, stopping at the end instead of at Ctrl-C',
+  'make demo ARGS=--once': '.ci/run',
+  'make test': '.ci/run',
+  'make test-ui': '.ci/run',
+  'bash .ci/run': 'CI',
+  'make dev': 'make demo and make test-ui run scripts/dev-up, which is all that make dev runs',
+  'make dev-down': 'make test-ui stops its dev server with scripts/dev-down, which is all that make dev-down runs',
+  'make lint': 'make test runs the lint target',
+  'npm run worker': 'make demo and test/integration/saga-worker-crash.test.ts start src/worker.ts with tsx, which is what it runs',
+};
+
+/** Variables the dev scripts read besides the config's. */
+const DEV_VARIABLES = ['TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
+
+const commands: { file: string; command: ShellCommand }[] = Object.entries(DOCS).flatMap(([file, text]) =>
+  codeBlocks(text)
+    .filter((b) => ['sh', 'bash', 'shell', 'console'].includes(b.lang))
+    .flatMap((b) => shellCommands(b.body).map((command) => ({ file, command }))),
+);
+const sagaCommands = commands.filter(({ command }) => command.argv[0] === 'bin/saga');
+const otherCommands = commands.filter(({ command }) => command.argv[0] !== 'bin/saga');
+
+/** Parses `args` with the CLI's program, every action replaced by a no-op; throws what commander throws. */
+async function parseWithCli(args: string[]): Promise<void> {
+  const program = buildProgram(() => loadConfig({}), () => undefined);
+  const silent = { writeOut: () => undefined, writeErr: () => undefined };
+  program.configureOutput(silent);
+  for (const command of program.commands) command.configureOutput(silent).action(() => undefined);
+  await program.parseAsync(args, { from: 'user' });
+}
+
+function optionValue(argv: string[], name: string): string | undefined {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+/** The rows of the first Markdown table after `heading`, as cells. */
+function tableAfter(text: string, heading: string): string[][] {
+  const start = text.indexOf(heading);
+  expect(start, `heading ${heading}`).toBeGreaterThanOrEqual(0);
+  const lines = text.slice(start).split('\n');
+  const first = lines.findIndex((l) => l.startsWith('|'));
+  const rows: string[][] = [];
+  for (const line of lines.slice(first + 2)) {
+    if (!line.startsWith('|')) break;
+    rows.push(line.slice(1, -1).split(' | ').map((c) => c.trim()));
+  }
+  return rows;
+}
+
+describe('the README and docs/', () => {
+  it('show shell commands at all (the extraction works)', () => {
+    expect(commands.length).toBeGreaterThan(5);
+    expect(sagaCommands.length).toBeGreaterThan(5);
+  });
+
+  it('show only commands that make test or .ci/run exercise', () => {
+    const unknown = otherCommands.filter(({ command }) => !(command.argv.join(' ') in EXERCISED));
+    expect(unknown.map(({ file, command }) => `${file}: ${command.line}`)).toEqual([]);
+  });
+
+  it('rest the EXERCISED reasons on what the Makefile and package.json really do', () => {
+    const makefile = read('Makefile');
+    const recipe = (target: string) => new RegExp(`^${target}:[^\\n]*\\n((?:\\t[^\\n]*\\n|#[^\\n]*\\n)*)`, 'm').exec(makefile)?.[1] ?? '';
+    expect(recipe('dev')).toContain('scripts/dev-up');
+    expect(recipe('dev-down')).toContain('scripts/dev-down');
+    expect(recipe('demo')).toContain('scripts/demo.ts');
+    expect(recipe('test-ui')).toContain('scripts/test-ui');
+    expect(makefile).toMatch(/^test: [^\n]*\blint\b/m);
+    expect(read('scripts/demo/stack.ts')).toContain("'dev-up'");
+    expect(read('scripts/demo/stack.ts')).toContain("'dev-down'");
+    expect(read('scripts/demo/stack.ts')).toContain("'src/worker.ts'");
+    expect((JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.worker).toBe('tsx src/worker.ts');
+  });
+
+  it('set only known variables in front of commands, with values the config accepts', () => {
+    for (const { file, command } of commands) {
+      for (const name of Object.keys(command.env)) {
+        expect([...CONFIG_VARIABLES, ...DEV_VARIABLES], `${file}: ${command.line}`).toContain(name);
+      }
+      expect(() => loadConfig(command.env), `${file}: ${command.line}`).not.toThrow();
+    }
+  });
+
+  it('give bin/saga examples that the CLI parses, with data the saga type accepts', async () => {
+    for (const { file, command } of sagaCommands) {
+      const args = command.argv.slice(1);
+      await expect(parseWithCli(args), `${file}: ${command.line}`).resolves.toBeUndefined();
+      const type = optionValue(args, '--type');
+      const data = optionValue(args, '--data');
+      if (data !== undefined) {
+        const timings = { ...loadConfig({}).saga, compensationAttempts: 1 };
+        expect(() => prepareSaga(type!, JSON.parse(data), { idempotencyKey: optionValue(args, '--idempotency-key'), timings }), `${file}: ${command.line}`).not.toThrow();
+      }
+    }
+  });
+
+  it('name only make targets that exist', () => {
+    const targets = new Set([...read('Makefile').matchAll(/^([a-z][a-z-]*):/gm)].map((m) => m[1]!));
+    const named = Object.values(DOCS).flatMap((text) => inlineCode(text)).filter((c) => c.startsWith('make '));
+    expect(named.length).toBeGreaterThan(0);
+    for (const code of named) expect(targets, code).toContain(code.split(' ')[1]);
+  });
+
+  it('document every CLI command, in the README table and in docs/cli.md', () => {
+    const names = buildProgram(() => loadConfig({}), () => undefined).commands.map((c) => c.name());
+    expect(names.length).toBeGreaterThan(0);
+    for (const name of names) {
+      expect(README).toContain(`| \`saga ${name}`);
+      expect(DOCS['docs/cli.md']).toMatch(new RegExp(`^## ${name}$`, 'm'));
+    }
+  });
+
+  it('give the CLI exit codes of EXIT', () => {
+    const rows = tableAfter(README, 'Exit codes (`EXIT` in `src/cli.ts`)');
+    const documented = Object.fromEntries(rows.map(([code, name]) => [name!.replace(/`/g, ''), Number(code)]));
+    expect(documented).toEqual({ ...EXIT });
+  });
+
+  it('list every configuration variable with its real default', () => {
+    const rows = tableAfter(README, '### Configuration');
+    const documented = rows.flatMap(([names]) => [...names!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!));
+    expect([...documented].sort()).toEqual([...CONFIG_VARIABLES].sort());
+    const defaults = loadConfig({});
+    for (const [names, fallback] of rows) {
+      const vars = [...names!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!);
+      if (fallback === '–') continue;
+      // Setting a variable to its documented default changes nothing, if the documentation is right.
+      expect(vars).toHaveLength(1);
+      expect(loadConfig({ [vars[0]!]: fallback!.replace(/`/g, '') }), vars[0]).toEqual(defaults);
+    }
+  });
+
+  it('hold valid JSON in every json block', () => {
+    for (const [file, text] of Object.entries(DOCS)) {
+      for (const block of codeBlocks(text).filter((b) => b.lang === 'json')) {
+        expect((): unknown => JSON.parse(block.body), `${file}: ${block.body.slice(0, 60)}`).not.toThrow();
+      }
+    }
+  });
+
+  it('give TypeScript examples that compile where their first line says they live', { timeout: 60_000 }, () => {
+    const examples = Object.values(DOCS)
+      .flatMap((text) => codeBlocks(text))
+      .filter((b) => b.lang === 'ts');
+    expect(examples.length).toBeGreaterThan(0);
+    const virtual = new Map<string, string>();
+    for (const example of examples) {
+      const where = /^\/\/ ([\w./-]+\.ts)\b/.exec(example.body)?.[1];
+      expect(where, `first line of: ${example.body.slice(0, 60)}`).toBeDefined();
+      virtual.set(path.join(ROOT, where!), example.body);
+    }
+    const tsconfig = ts.readConfigFile(path.join(ROOT, 'tsconfig.json'), (f) => ts.sys.readFile(f));
+    const options = { ...ts.parseJsonConfigFileContent(tsconfig.config, ts.sys, ROOT).options, noEmit: true };
+    const host = ts.createCompilerHost(options);
+    const fromDisk = host.getSourceFile.bind(host);
+    host.getSourceFile = (file, language, ...rest) => {
+      const text = virtual.get(path.resolve(file));
+      return text === undefined ? fromDisk(file, language, ...rest) : ts.createSourceFile(file, text, language);
+    };
+    const fileExists = host.fileExists.bind(host);
+    host.fileExists = (file) => virtual.has(path.resolve(file)) || fileExists(file);
+    const program = ts.createProgram({ rootNames: [...virtual.keys()], options, host });
+    // Only the examples' own diagnostics: the files they import are type-checked by `make typecheck`.
+    const problems = [...virtual.keys()]
+      .flatMap((file) => {
+        const source = program.getSourceFile(file)!;
+        return [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)];
+      })
+      .map((d) => `${d.file ? path.relative(ROOT, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    expect(problems).toEqual([]);
+  });
+
+  it('show images that exist and stay small', () => {
+    const images = [...readmeFull.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((m) => m[1]!);
+    expect(images.length).toBeGreaterThan(0);
+    for (const image of images) expect(statSync(path.join(ROOT, image)).size, image).toBeLessThan(300 * 1024);
+  });
+
+  it('end with the Performance section the benchmarks fill in', () => {
+    expect(readmeFull).toMatch(/\n## Performance\n[\s\S]*$/);
+  });
+});
