@@ -4,6 +4,7 @@
  * the compensations and end in a terminal state. Deterministic: activities do all I/O.
  */
 import {
+  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -35,6 +36,9 @@ const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumIn
 
 function activities(input: SagaInput) {
   const quick: ActivityOptions = { startToCloseTimeout: '10s', retry: RETRY_INFRA };
+  // On cancellation the saga waits for a running activity to settle: a step's compensation must
+  // never run before (and so miss) the effect of the step it undoes.
+  const settle = { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } as const;
   return {
     reserve: proxyActivities<SagaActivities>({ ...quick, summary: 'reserve the intent in the RMS', retry: { ...RETRY_INFRA, maximumAttempts: 4 } }),
     write: proxyActivities<SagaActivities>({
@@ -43,9 +47,11 @@ function activities(input: SagaInput) {
       heartbeatTimeout: input.timings.heartbeatTimeoutMs,
       summary: 'write the fenced row (heartbeats extend the lease)',
       retry: { ...RETRY_INFRA, maximumAttempts: 5 },
+      ...settle,
     }),
-    finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation' }),
-    step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA }),
+    finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation', ...settle }),
+    complete: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row COMPLETED', ...settle }),
+    step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA, ...settle }),
     compensation: proxyActivities<SagaActivities>({
       startToCloseTimeout: '60s',
       retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
@@ -165,7 +171,7 @@ export async function reservationSaga(input: SagaInput): Promise<SagaState> {
       await act.step.runStep({ ...stepContext, name: step });
       state.stepsDone.push(step);
     }
-    await act.finalize.completeEntity(owner);
+    await act.complete.completeEntity(owner);
     return finish(SagaOutcome.COMPLETED);
   } catch (err) {
     const cancelled = isCancellation(err);

@@ -180,8 +180,9 @@ describe('the order saga', () => {
     expect(listed.every((r) => r.outcome === 'COMPENSATION_FAILED')).toBe(true);
   });
 
-  it('runs the compensations when cancelled during the remaining steps', async () => {
+  it('runs the compensations when cancelled during the remaining steps, after the running step settled', async () => {
     const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
+    // Cancel while reserveStock is running: its compensation must not run before its effect lands.
     await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.stepsDone.includes('chargePayment'), 'the payment to be charged');
 
     await h.client.cancel(started.workflowId);
@@ -191,6 +192,16 @@ describe('the order saga', () => {
     expect(final.compensationsRun).toContain('refundPayment');
     const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
     expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    // The interrupted step's record: present once its transaction committed (at once if the saga
+    // waited for it, later if the saga had abandoned it and compensated too early).
+    await eventually(
+      () => h.pool.query(`SELECT 1 FROM idempotency_store WHERE key = $1`, [`${started.workflowId}:reserveStock`]),
+      (r) => r.rowCount === 1,
+      'the interrupted step to settle',
+      10_000,
+    );
+    const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1 AND status = 'RESERVED'`, [started.workflowId]);
+    expect(held.rows).toEqual([]);
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
