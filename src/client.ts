@@ -237,9 +237,27 @@ export class SagaClient {
     return out;
   }
 
-  /** Requests cancellation; a saga past its reservation then runs its compensations. */
+  /**
+   * Requests cancellation; a saga past its reservation then runs its compensations.
+   * @throws SagaEndedError when the saga has already ended (nothing to cancel).
+   */
   async cancel(workflowId: string): Promise<void> {
-    await this.#options.client.workflow.getHandle(workflowId).cancel();
+    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const { status } = await handle.describe();
+    if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
+    await handle.cancel();
+  }
+}
+
+/** Thrown when an operation needs a running saga and this one has ended. */
+export class SagaEndedError extends Error {
+  override readonly name = 'SagaEndedError';
+  constructor(
+    readonly workflowId: string,
+    /** The workflow execution status, e.g. COMPLETED. */
+    readonly status: string,
+  ) {
+    super(`saga ${workflowId} has already ended (${status}); there is nothing to cancel`);
   }
 }
 

@@ -129,7 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(env[variable] ?? '')})`);
+    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(redact(env[variable] ?? ''))})`);
   }
   const e = parsed.data;
 
@@ -182,6 +182,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
   };
+}
+
+/** A value as it may be shown in an error: a URL's password masked (even in a malformed URL). */
+function redact(value: string): string {
+  const userinfo = /^([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)[^@\s]*@/i;
+  return value.replace(userinfo, '$1***@');
 }
 
 /**

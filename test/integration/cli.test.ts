@@ -87,6 +87,10 @@ describe('saga CLI', () => {
     expect(cancel.code).toBe(EXIT.OK);
     expect(json(cancel.stdout)).toEqual({ workflowId: slow.workflowId, cancelRequested: true });
     expect((await h.client.result(slow.workflowId)).outcome).toBe('COMPENSATED');
+
+    const again = await saga(['cancel', slow.workflowId, '--json']);
+    expect(again.code).toBe(EXIT.ERROR);
+    expect(again.stderr.trim()).toBe(`saga: saga ${slow.workflowId} has already ended (COMPLETED); there is nothing to cancel`);
   });
 
   it.each([

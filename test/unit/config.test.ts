@@ -34,6 +34,11 @@ describe('loadConfig', () => {
     }
   });
 
+  it('never shows a password from a refused URL', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'mysql://app:s3cret@db/x' })).toThrow('(got "mysql://app:***@db/x")');
+    expect(() => loadConfig({ REDIS_URL: 'http://:s3cret@cache:6379' })).toThrow('(got "http://:***@cache:6379")');
+  });
+
   it('requires heartbeat interval < heartbeat timeout < lease', () => {
     expect(() => loadConfig({ HEARTBEAT_INTERVAL_MS: '20000' })).toThrow(/HEARTBEAT_INTERVAL_MS: must be below HEARTBEAT_TIMEOUT_MS/);
     expect(() => loadConfig({ LEASE_MS: '10000' })).toThrow(/HEARTBEAT_TIMEOUT_MS: must be below LEASE_MS/);
