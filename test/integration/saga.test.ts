@@ -50,8 +50,12 @@ describe('the order saga', () => {
   it('lets exactly one of 200 concurrent starts over 50 intents succeed per intent, and ends every saga', async () => {
     const carts = Array.from({ length: 50 }, () => order());
     const requests = carts.flatMap((cart) => Array.from({ length: 4 }, () => cart));
+    // A lease that covers a busy worker's scheduling delay. With this file's 3 s lease, a loaded
+    // machine let a reservation expire before its write began, and a later request rightly
+    // reserved again (one entity still, but a second SUCCESS answer).
+    const client = new SagaClient({ client: h.client.temporal, taskQueue: h.config.temporal.taskQueue, uiUrl: '', timings: { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 10_000, compensationAttempts: 2 } });
 
-    const started = await Promise.all(requests.map((cart) => h.client.start('order', cart)));
+    const started = await Promise.all(requests.map((cart) => client.start('order', cart)));
 
     const successes = started.filter((s) => s.reservation.status === 'SUCCESS');
     expect(successes).toHaveLength(50);
