@@ -37,8 +37,8 @@ const QUICK: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
   memory: { keys: 100_000, rounds: 1 },
-  earlyAnswer: { concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 10 : 32), roundMs: 10_000 },
-  sagas: { workerCounts: [1, 2], perRound: 30, inFlight: 15, roundMs: 15_000 },
+  earlyAnswer: { concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 8 : 32), roundMs: 10_000 },
+  sagas: { workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
 };
 
 /** What the command line asked for. */
