@@ -82,6 +82,12 @@ async function redisCpuMs(redis: Redis): Promise<number> {
 /** CPU ms consumed by each component since the meter was started (see {@link CpuMeter.start}). */
 export type CpuUsage = Record<string, number>;
 
+/** A reading: CPU ms of this process and Redis, and of every selected process by component and pid. */
+interface Reading {
+  totals: Record<string, number>;
+  procs: Record<string, Map<number, number>>;
+}
+
 /** Measures CPU time per component over an interval. */
 export class CpuMeter {
   readonly #redis: Redis | undefined;
@@ -94,23 +100,33 @@ export class CpuMeter {
     this.#groups = groups;
   }
 
-  async #read(): Promise<CpuUsage> {
+  async #read(): Promise<Reading> {
     const usage = process.cpuUsage();
-    const out: CpuUsage = { bench: (usage.user + usage.system) / 1000 };
-    if (this.#redis) out.redis = await redisCpuMs(this.#redis);
+    const reading: Reading = { totals: { bench: (usage.user + usage.system) / 1000 }, procs: {} };
+    if (this.#redis) reading.totals.redis = await redisCpuMs(this.#redis);
     if (this.#proc) {
       const all = readProcs();
-      for (const [name, select] of Object.entries(this.#groups)) out[name] = select(all).reduce((sum, p) => sum + p.cpuMs, 0);
+      for (const [name, select] of Object.entries(this.#groups)) reading.procs[name] = new Map(select(all).map((p) => [p.pid, p.cpuMs]));
     }
-    return out;
+    return reading;
   }
 
-  /** Starts an interval; the returned function ends it and gives the CPU ms used by each component. */
+  /**
+   * Starts an interval; the returned function ends it and gives the CPU ms used by each component.
+   * A process that started meanwhile counts whole; one that exited meanwhile is lost (PostgreSQL
+   * backends of other clients come and go), which can only make a figure smaller, never negative.
+   */
   async start(): Promise<() => Promise<CpuUsage>> {
     const before = await this.#read();
     return async () => {
       const after = await this.#read();
-      return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
+      const out: CpuUsage = Object.fromEntries(Object.entries(after.totals).map(([k, v]) => [k, v - (before.totals[k] ?? 0)]));
+      for (const [name, procs] of Object.entries(after.procs)) {
+        let sum = 0;
+        for (const [pid, ms] of procs) sum += ms - (before.procs[name]?.get(pid) ?? 0);
+        out[name] = sum;
+      }
+      return out;
     };
   }
 }
