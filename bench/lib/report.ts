@@ -123,7 +123,7 @@ export function formatRatio(ratio: number): string {
 
 /** `median ±spread% (ratio)`: the spread is half the min–max range across rounds, relative to the median. */
 function formatFigure(f: Figure, column: Column): string {
-  const half = f.median > 0 && f.rounds.length > 1 ? ((f.max - f.min) / 2 / f.median) * 100 : undefined;
+  const half = f.median > 0 && f.max > f.min ? ((f.max - f.min) / 2 / f.median) * 100 : undefined;
   const spreadText = half === undefined ? '' : ` ±${half < 10 ? half.toFixed(1) : half.toFixed(0)}%`;
   const ratioText = f.ratio === undefined ? '' : ` (${formatRatio(f.ratio)})`;
   return `${formatNumber(f.median, column.digits)}${spreadText}${ratioText}`;
