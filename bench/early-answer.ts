@@ -67,7 +67,7 @@ export async function earlyAnswer({ sizes, progress, workers }: BenchContext): P
         if (started.reservation.status !== 'SUCCESS') throw new Error(`early-answer: a fresh order was answered ${started.reservation.status}`);
         return { end: sagas.result(started.workflowId), workflowId: started.workflowId };
       });
-      const results = await runRounds([plain, saga], sizes.rounds, progress, `early-answer ${concurrency} in flight`);
+      const results = await runRounds([plain, saga], sizes.earlyAnswer.rounds, progress, `early-answer ${concurrency} in flight`);
       rows.push(...rowsOf(`${concurrency} in flight`, CONTENDERS.start, results));
     }
     progress.update(`early-answer: reading ${answers.length} saga histories`);

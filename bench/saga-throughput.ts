@@ -63,7 +63,7 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
         const state = await sagas.result(started.workflowId);
         if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`saga-throughput: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
       });
-      rows.push(...rowsOf(caseName, CONTENDERS.bare, await runRounds([bare, saga], sizes.rounds, progress, `saga-throughput ${caseName}`)));
+      rows.push(...rowsOf(caseName, CONTENDERS.bare, await runRounds([bare, saga], sizes.sagas.rounds, progress, `saga-throughput ${caseName}`)));
     }
   } finally {
     redis.disconnect();

@@ -9,7 +9,7 @@ export type BenchmarkName = (typeof BENCHMARKS)[number];
 
 /** How big a run is. Every loop is bounded by a count and a duration taken from here. */
 export interface Sizes {
-  /** Measured rounds per contender and case (after one warm-up). */
+  /** Measured rounds per contender and case (after one warm-up) of the Redis and PostgreSQL benchmarks. */
   rounds: number;
   /** RMS reserve: in-flight requests per case, duration of a round and of the warm-up, intents in the keyspace. */
   rms: { concurrencies: number[]; roundMs: number; warmupMs: number; keyspace: number };
@@ -17,10 +17,10 @@ export interface Sizes {
   duplicates: { clients: number; intentsPerRound: number; roundMs: number };
   /** Redis memory: keys created per round, and rounds. */
   memory: { keys: number; rounds: number };
-  /** Early answer: in-flight starts per case, and starts per round at each. */
-  earlyAnswer: { concurrencies: number[]; startsPerRound: (concurrency: number) => number; roundMs: number };
-  /** Saga throughput: worker processes per case, workflows per round, and how many are in flight. */
-  sagas: { workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
+  /** Early answer: rounds, in-flight starts per case, and starts per round at each. */
+  earlyAnswer: { rounds: number; concurrencies: number[]; startsPerRound: (concurrency: number) => number; roundMs: number };
+  /** Saga throughput: rounds, worker processes per case, workflows per round, and how many are in flight. */
+  sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
 }
 
 const FULL: Sizes = {
@@ -28,8 +28,9 @@ const FULL: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 1000, warmupMs: 400, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
   memory: { keys: 100_000, rounds: 3 },
-  earlyAnswer: { concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 40 : 160), roundMs: 15_000 },
-  sagas: { workerCounts: [1, 2], perRound: 240, inFlight: 60, roundMs: 40_000 },
+  // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
+  earlyAnswer: { rounds: 3, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 30 : 96), roundMs: 15_000 },
+  sagas: { rounds: 3, workerCounts: [1, 2], perRound: 100, inFlight: 30, roundMs: 30_000 },
 };
 
 const QUICK: Sizes = {
@@ -37,8 +38,8 @@ const QUICK: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
   memory: { keys: 100_000, rounds: 1 },
-  earlyAnswer: { concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 8 : 32), roundMs: 10_000 },
-  sagas: { workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
+  earlyAnswer: { rounds: 2, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 8 : 32), roundMs: 10_000 },
+  sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
 };
 
 /** What the command line asked for. */
