@@ -78,7 +78,10 @@ async function main(): Promise<number> {
   mkdirSync(RESULTS_DIR, { recursive: true });
   const json = `${JSON.stringify(report, null, 2)}\n`;
   writeFileSync(path.join(RESULTS_DIR, 'results.json'), json);
-  if (options.jsonPath) writeFileSync(options.jsonPath, json);
+  if (options.jsonPath) {
+    mkdirSync(path.dirname(path.resolve(options.jsonPath)), { recursive: true });
+    writeFileSync(options.jsonPath, json);
+  }
   for (const b of benchmarks) writeFileSync(path.join(RESULTS_DIR, `${b.name}.svg`), barChartSvg(b));
   process.stdout.write(`${renderReport(report)}\n`);
   const missed = benchmarks.flatMap((b) => b.targets.filter((t) => !t.met).map((t) => `${b.name} ${t.case} ${t.contender}: ${t.requirement}`));
