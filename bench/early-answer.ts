@@ -53,7 +53,7 @@ export async function earlyAnswer({ sizes, progress, workers }: BenchContext): P
           progress.update(`early-answer ${concurrency} in flight: waiting for ${ends.length} ${name} workflows to end`);
           await within(`${name}: ${ends.length} workflows`, DRAIN_TIMEOUT_MS, ends);
           const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return { throughput: (r.ops / r.elapsedMs) * 1000, p50, p99 };
+          return { throughput: r.throughput, p50, p99 };
         },
       });
 

@@ -65,7 +65,7 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
           const r = await closedLoop({ concurrency, durationMs, maxOps: durationMs * 200, op: (lane) => cycle(lane, randomInt(keyspace)) });
           const usage = await stop();
           const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return withCpu({ throughput: (r.ops / r.elapsedMs) * 1000, p50, p99 }, usage, r.ops, 'µs');
+          return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'µs');
         },
       });
 

@@ -48,7 +48,7 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
           });
           const usage = await stop();
           const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return withCpu({ throughput: (r.ops / r.elapsedMs) * 1000, p50, p99 }, usage, r.ops, 'ms');
+          return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'ms');
         },
       });
       const bare = contender(CONTENDERS.bare, async () => {

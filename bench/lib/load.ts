@@ -23,6 +23,12 @@ export interface LoadResult {
   ops: number;
   /** Wall time from the first start to the last completion (ms). */
   elapsedMs: number;
+  /**
+   * Operations per second while every lane was busy: completions up to the moment the first lane
+   * found no more work, over that time. The tail, when fewer operations are in flight, is left out;
+   * it matters when one operation takes seconds (a workflow) and a round holds few of them.
+   */
+  throughput: number;
   /** Recorded latencies (ms); the first `samples` entries are valid. */
   latencies: Float64Array;
   samples: number;
@@ -34,6 +40,7 @@ export async function closedLoop({ concurrency, durationMs, maxOps, op }: LoadOp
   let started = 0;
   let ops = 0;
   let samples = 0;
+  let saturated: { ops: number; at: number } | undefined;
   const start = performance.now();
   const deadline = start + durationMs;
   const lane = async (id: number) => {
@@ -42,9 +49,13 @@ export async function closedLoop({ concurrency, durationMs, maxOps, op }: LoadOp
       ops++;
       if (latency !== null) latencies[samples++] = latency;
     }
+    saturated ??= { ops, at: performance.now() };
   };
   await Promise.all(Array.from({ length: concurrency }, (_, id) => lane(id)));
-  return { ops, elapsedMs: performance.now() - start, latencies, samples };
+  const elapsedMs = performance.now() - start;
+  // Fewer completions than lanes before the first lane ran dry: there was no steady state to measure.
+  const steady = saturated && saturated.ops >= concurrency ? saturated : { ops, at: start + elapsedMs };
+  return { ops, elapsedMs, throughput: (steady.ops / (steady.at - start)) * 1000, latencies, samples };
 }
 
 /** Runs `fn` and returns its result with its duration in ms. */
