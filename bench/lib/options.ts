@@ -29,8 +29,8 @@ const FULL: Sizes = {
   duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
   memory: { keys: 100_000, rounds: 3 },
   // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
-  earlyAnswer: { rounds: 3, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 30 : 96), roundMs: 15_000 },
-  sagas: { rounds: 3, workerCounts: [1, 2], perRound: 100, inFlight: 30, roundMs: 30_000 },
+  earlyAnswer: { rounds: 3, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 30 : 128), roundMs: 15_000 },
+  sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
 };
 
 const QUICK: Sizes = {
