@@ -58,7 +58,9 @@ async function main(): Promise<number> {
     machine = await machineInfo(services.config, services.temporalCli);
     const ctx: BenchContext = { config: services.config, sizes: options.sizes, progress, workers };
     for (const name of options.only) {
-      benchmarks.push(await RUNNERS[name](ctx));
+      const start = os.loadavg()[0]!;
+      const result = await RUNNERS[name](ctx);
+      benchmarks.push({ ...result, load: { start, end: os.loadavg()[0]! } });
     }
   } finally {
     progress.update('cleaning up (worker processes, dev server, database, Redis keys)');

@@ -61,6 +61,8 @@ export interface BenchResult {
   notes?: string[];
   /** Anything else worth keeping in the JSON (settings, raw tool output figures). */
   details?: Record<string, unknown>;
+  /** 1-minute load average of the machine before and after the benchmark (filled in by the harness). */
+  load?: { start: number; end: number };
 }
 
 /** The machine and software a run measured. */
@@ -132,7 +134,8 @@ function formatFigure(f: Figure, column: Column): string {
 /** One benchmark as a Markdown table, with its method and baseline under it. */
 export function renderTable(result: BenchResult): string {
   const header = ['case', 'contender', ...result.columns.map((c) => `${c.label} ${c.better === 'higher' ? '↑' : '↓'}`), 'target'];
-  const lines = [`### ${result.title}`, '', `| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`];
+  const load = result.load ? ` (load average ${result.load.start.toFixed(1)} → ${result.load.end.toFixed(1)})` : '';
+  const lines = [`### ${result.title}${load}`, '', `| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`];
   for (const row of result.rows) {
     const cells = result.columns.map((c) => {
       const f = row.figures.find((x) => x.metric === c.metric);
