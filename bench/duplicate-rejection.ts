@@ -11,7 +11,7 @@ import { createPool } from '../src/db';
 import { Rms, createRedis, intentKey } from '../src/rms';
 import { CpuMeter, named } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
-import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult } from './lib/report';
+import { cpuNote, formatRatio, ratioOf, withCpu, withRatios, type BenchResult } from './lib/report';
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
 
@@ -131,7 +131,7 @@ export async function duplicateRejection({ config, sizes, progress }: BenchConte
   }
 
   const caseName = `${clients} callers`;
-  const speedup = figureOf(rows, caseName, CONTENDERS.pg, 'p50').median / figureOf(rows, caseName, CONTENDERS.rms, 'p50').median;
+  const speedup = 1 / ratioOf(rows, caseName, CONTENDERS.rms, CONTENDERS.pg, 'p50');
   return {
     name: 'duplicate-rejection',
     title: '2. Duplicate rejection: time to learn "duplicate"',

@@ -15,7 +15,7 @@ import { CpuMeter } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
 import { closedLoop } from './lib/load';
 import { findRedisBenchmark, redisBenchmark } from './lib/redis-benchmark';
-import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { cpuNote, figureOf, formatRatio, ratioOf, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
 
@@ -176,8 +176,7 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
 
 function targetsOf(rows: Row[], caseName: string | undefined, haveLimit: boolean): TargetCheck[] {
   if (!caseName) return [];
-  const ours = (metric: string) => figureOf(rows, caseName, CONTENDERS.ours, metric).median;
-  const other = (contender: string) => figureOf(rows, caseName, contender, 'throughput').median;
+  const throughputTo = (other: string) => ratioOf(rows, caseName, CONTENDERS.ours, other, 'throughput');
   const check = (requirement: string, ratio: number, met: boolean): TargetCheck => ({
     case: caseName,
     contender: CONTENDERS.ours,
@@ -185,11 +184,12 @@ function targetsOf(rows: Row[], caseName: string | undefined, haveLimit: boolean
     measured: formatRatio(ratio),
     met,
   });
-  const toSeed = ours('throughput') / other(CONTENDERS.seed);
-  const toRedlock = ours('throughput') / other(CONTENDERS.redlock);
-  const p99 = ours('p99');
+  const toLimit = haveLimit ? throughputTo(CONTENDERS.limit) : Number.NaN;
+  const toSeed = throughputTo(CONTENDERS.seed);
+  const toRedlock = throughputTo(CONTENDERS.redlock);
+  const p99 = figureOf(rows, caseName, CONTENDERS.ours, 'p99').median;
   return [
-    ...(haveLimit ? [check('≥ 0.60× limit', ours('throughput') / other(CONTENDERS.limit), ours('throughput') / other(CONTENDERS.limit) >= 0.6)] : []),
+    ...(haveLimit ? [check('≥ 0.60× limit', toLimit, toLimit >= 0.6)] : []),
     check('≥ 2× seed flow', toSeed, toSeed >= 2),
     check('> redlock', toRedlock, toRedlock > 1),
     { case: caseName, contender: CONTENDERS.ours, requirement: 'p99 < 1 ms', measured: `${p99.toFixed(3)} ms`, met: p99 < 1 },

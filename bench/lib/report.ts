@@ -2,13 +2,17 @@
  * What every benchmark returns, and how results become the stdout table and the JSON file. Every
  * figure carries its ratio to the baseline row of the same case, measured in the same run.
  */
-import type { Spread } from './stats';
+import { spread, type Spread } from './stats';
 
 /** One measured figure of a row (e.g. throughput, p50), across rounds. */
 export interface Figure extends Spread {
   /** Key of the column it belongs to (see {@link Column}). */
   metric: string;
-  /** `median / baseline median` of the same metric and case; absent on the baseline itself. */
+  /**
+   * Ratio to the baseline row of the same case and metric: the median of the per-round ratios (each
+   * round runs the baseline and this contender seconds apart, so drift on a shared machine cancels
+   * out); absent on the baseline itself.
+   */
   ratio?: number;
 }
 
@@ -89,7 +93,16 @@ export interface RunReport {
   benchmarks: BenchResult[];
 }
 
-/** Fills in every figure's ratio to the baseline row of its case. */
+/**
+ * The median of `figure`'s per-round ratios to `base` (round i to round i); the ratio of the medians
+ * when the round counts differ (a constant baseline).
+ */
+export function roundRatio(figure: Spread, base: Spread): number {
+  if (figure.rounds.length !== base.rounds.length || base.rounds.some((v) => !(v > 0))) return figure.median / base.median;
+  return spread(figure.rounds.map((v, i) => v / base.rounds[i]!)).median;
+}
+
+/** Fills in every figure's ratio to the baseline row of its case (see {@link Figure.ratio}). */
 export function withRatios(rows: Row[]): Row[] {
   return rows.map((row) => {
     const base = rows.find((r) => r.case === row.case && r.baseline);
@@ -98,7 +111,7 @@ export function withRatios(rows: Row[]): Row[] {
       ...row,
       figures: row.figures.map((f) => {
         const b = base.figures.find((x) => x.metric === f.metric);
-        return b && b.median > 0 ? { ...f, ratio: f.median / b.median } : f;
+        return b && b.median > 0 ? { ...f, ratio: roundRatio(f, b) } : f;
       }),
     };
   });
@@ -109,6 +122,11 @@ export function figureOf(rows: Row[], caseName: string, contender: string, metri
   const f = rows.find((r) => r.case === caseName && r.contender === contender)?.figures.find((x) => x.metric === metric);
   if (!f) throw new Error(`no ${metric} figure for ${contender} at ${caseName}`);
   return f;
+}
+
+/** `metric` of `contender` against `other` in `caseName`, round by round (see {@link roundRatio}). */
+export function ratioOf(rows: Row[], caseName: string, contender: string, other: string, metric: string): number {
+  return roundRatio(figureOf(rows, caseName, contender, metric), figureOf(rows, caseName, other, metric));
 }
 
 /** A number with thousands separators and `digits` decimals. */
@@ -187,7 +205,7 @@ export function renderReport(report: RunReport): string {
     '',
     renderMachine(report.machine),
     '',
-    'Each cell: median over the rounds ±half the min–max range across rounds, and in brackets the ratio to the baseline row of the same case (same run). ↑ higher is better, ↓ lower is better.',
+    'Each cell: median over the rounds ±half the min–max range across rounds, and in brackets the ratio to the baseline row of the same case: the median of the per-round ratios (same run, seconds apart). ↑ higher is better, ↓ lower is better.',
     '',
     ...report.benchmarks.flatMap((b) => [renderTable(b), '']),
   ].join('\n');
