@@ -25,7 +25,7 @@ export interface Services {
   redisPrefix: string;
   /** Path of the Temporal CLI binary serving the dev server. */
   temporalCli: string;
-  /** Stops the dev server, drops the database, deletes the prefix. Safe to call twice. */
+  /** Stops the dev server, drops the database, deletes the prefix. A second call waits for the first. */
   close: () => Promise<void>;
 }
 
@@ -79,10 +79,9 @@ export async function startServices(progress: Progress): Promise<Services> {
 
   let env: TestWorkflowEnvironment | undefined;
   let databaseCreated = false;
-  let closed = false;
-  const close = async () => {
-    if (closed) return;
-    closed = true;
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= closeOnce());
+  const closeOnce = async () => {
     const failures: string[] = [];
     await env?.teardown().catch((err: unknown) => failures.push(`Temporal dev server: ${String(err)}`));
     if (databaseCreated) {

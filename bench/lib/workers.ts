@@ -15,6 +15,7 @@ export class WorkerFleet {
   readonly #saga: WorkerProcess[] = [];
   readonly #bare: WorkerProcess[] = [];
   readonly #progress: Progress;
+  #stopping: Promise<void> = Promise.resolve();
 
   constructor(config: Config, progress: Progress) {
     this.#progress = progress;
@@ -50,9 +51,13 @@ export class WorkerFleet {
     if (failed) throw failed.reason;
   }
 
-  /** Stops every process (SIGTERM, then SIGKILL after the grace time). */
+  /**
+   * Stops every process (SIGTERM, then SIGKILL after the grace time). A second call, e.g. from a
+   * signal handler while the first runs, waits for the processes the first is stopping too.
+   */
   async stopAll(): Promise<void> {
     const all = [...this.#saga.splice(0), ...this.#bare.splice(0)];
-    await Promise.all(all.map((w) => w.stop()));
+    this.#stopping = Promise.all([this.#stopping, ...all.map((w) => w.stop())]).then(() => undefined);
+    await this.#stopping;
   }
 }
