@@ -3,10 +3,10 @@
  * workflow running as many no-op activities on as many bench worker processes: the Temporal ceiling.
  */
 import { randomUUID } from 'node:crypto';
-import { orderSaga } from '../src/sagas';
-import { SagaOutcome } from '../src/shared';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../src/rms';
+import { orderSaga } from '../src/sagas';
+import { SagaOutcome } from '../src/shared';
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import { closedLoop, timed } from './lib/load';
 import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';

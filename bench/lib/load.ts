@@ -21,8 +21,6 @@ export interface LoadOptions {
 export interface LoadResult {
   /** Operations completed. */
   ops: number;
-  /** Wall time from the first start to the last completion (ms). */
-  elapsedMs: number;
   /**
    * Operations per second while every lane was busy: completions up to the moment the first lane
    * found no more work, over that time. The tail, when fewer operations are in flight, is left out;
@@ -55,7 +53,7 @@ export async function closedLoop({ concurrency, durationMs, maxOps, op }: LoadOp
   const elapsedMs = performance.now() - start;
   // Fewer completions than lanes before the first lane ran dry: there was no steady state to measure.
   const steady = saturated && saturated.ops >= concurrency ? saturated : { ops, at: start + elapsedMs };
-  return { ops, elapsedMs, throughput: (steady.ops / (steady.at - start)) * 1000, latencies, samples };
+  return { ops, throughput: (steady.ops / (steady.at - start)) * 1000, latencies, samples };
 }
 
 /** Runs `fn` and returns its result with its duration in ms. */
