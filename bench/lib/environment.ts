@@ -1,0 +1,163 @@
+/**
+ * The services a run owns: a Temporal dev server on free ports (the existing CLI binary, as the test
+ * setup does), a throwaway database migrated with src/db/migrate.ts, and a Redis key prefix. All of
+ * them go away in {@link Services.close}, also when the run fails or is interrupted.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { loadConfig, type Config } from '../../src/config';
+import { ensureDatabase, migrate } from '../../src/db/migrate';
+import { PROJECT_ROOT } from '../../src/paths';
+import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import type { Progress } from './progress';
+import type { Machine } from './report';
+
+/** What a run has started, and how to take it all down. */
+export interface Services {
+  /** A config for the run's services; benchmarks derive task queues and prefixes from it. */
+  config: Config;
+  /** Prefix of every Redis key the run writes (deleted at the end). */
+  redisPrefix: string;
+  /** Path of the Temporal CLI binary serving the dev server. */
+  temporalCli: string;
+  /** Stops the dev server, drops the database, deletes the prefix. A second call waits for the first. */
+  close: () => Promise<void>;
+}
+
+function temporalExecutable(): string {
+  const found = execFileSync(path.join(PROJECT_ROOT, 'scripts/ensure-temporal'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  // The SDK's own download would be a network dependency in a benchmark: refuse it.
+  if (!found) throw new Error('no Temporal CLI found (scripts/ensure-temporal); set TEMPORAL_CLI or install Go');
+  return found;
+}
+
+/** Deletes every key matching `pattern` (SCAN + UNLINK, in batches). Returns how many. */
+export async function deleteKeys(redis: Redis, pattern: string): Promise<number> {
+  let deleted = 0;
+  for await (const keys of redis.scanStream({ match: pattern, count: 5000 })) {
+    const batch = keys as string[];
+    if (batch.length > 0) deleted += await redis.unlink(...batch);
+  }
+  return deleted;
+}
+
+/**
+ * A Redis key prefix no key uses yet: `rb` + 4 random base-36 characters + `:`. Short on purpose: it
+ * is 4 bytes longer than the default `rs:`, so the memory figures stay close to a deployment's.
+ */
+async function unusedPrefix(url: string): Promise<string> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const prefix = `rb${randomBytes(4).readUInt32BE().toString(36).slice(-4).padStart(4, '0')}:`;
+      let used = false;
+      for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 10_000 })) used ||= (keys as string[]).length > 0;
+      if (!used) return prefix;
+    }
+    throw new Error('no unused Redis key prefix found in 10 attempts');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Starts the run's services. On failure, whatever was started is taken down before the error propagates. */
+export async function startServices(progress: Progress): Promise<Services> {
+  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  // The run's own services replace any Temporal or Cluster settings of the caller's environment.
+  const base = loadConfig({ ...process.env, REDIS_CLUSTER_NODES: '', TEMPORAL_TLS: '', TEMPORAL_API_KEY: '', TEMPORAL_TLS_CERT_PATH: '', TEMPORAL_TLS_KEY_PATH: '' });
+  const databaseName = `rs_bench_${runId}`;
+  const databaseUrl = new URL(base.db.url);
+  databaseUrl.pathname = `/${databaseName}`;
+  const adminUrl = new URL(base.db.url);
+  adminUrl.pathname = '/postgres';
+  const redisPrefix = await unusedPrefix(base.redis.url);
+
+  let env: TestWorkflowEnvironment | undefined;
+  let databaseCreated = false;
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= closeOnce());
+  const closeOnce = async () => {
+    const failures: string[] = [];
+    await env?.teardown().catch((err: unknown) => failures.push(`Temporal dev server: ${String(err)}`));
+    if (databaseCreated) {
+      const admin = new pg.Client({ connectionString: adminUrl.toString() });
+      try {
+        await admin.connect();
+        await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`);
+      } catch (err) {
+        failures.push(`drop database ${databaseName}: ${String(err)}`);
+      } finally {
+        await admin.end().catch(() => undefined);
+      }
+    }
+    const redis = new Redis(base.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await deleteKeys(redis, `${redisPrefix}*`);
+    } catch (err) {
+      failures.push(`delete Redis keys ${redisPrefix}*: ${String(err)}`);
+    } finally {
+      redis.disconnect();
+    }
+    if (failures.length > 0) progress.log(`bench: cleanup incomplete:\n  ${failures.join('\n  ')}`);
+  };
+
+  try {
+    progress.update(`creating database ${databaseName} and applying migrations`);
+    databaseCreated = await ensureDatabase(databaseUrl.toString());
+    await migrate(databaseUrl.toString());
+    progress.update('starting a Temporal dev server');
+    const temporalCli = temporalExecutable();
+    env = await TestWorkflowEnvironment.createLocal({
+      server: { executable: { type: 'existing-path', path: temporalCli }, searchAttributes: [...SEARCH_ATTRIBUTES], extraArgs: ['--log-level', 'error', '--output', 'none'] },
+    });
+    const config = loadConfig({
+      ...process.env,
+      REDIS_CLUSTER_NODES: '',
+      TEMPORAL_TLS: '',
+      TEMPORAL_API_KEY: '',
+      TEMPORAL_TLS_CERT_PATH: '',
+      TEMPORAL_TLS_KEY_PATH: '',
+      TEMPORAL_ADDRESS: env.address,
+      TEMPORAL_NAMESPACE: 'default',
+      TEMPORAL_TASK_QUEUE: `bench-${runId}`,
+      DATABASE_URL: databaseUrl.toString(),
+      REDIS_KEY_PREFIX: redisPrefix,
+    });
+    return { config, redisPrefix, temporalCli, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/** The machine and the versions of everything measured. */
+export async function machineInfo(config: Config, temporalCli: string): Promise<Machine> {
+  const redis = new Redis(config.redis.url, { maxRetriesPerRequest: 1 });
+  const client = new pg.Client({ connectionString: config.db.url });
+  try {
+    const info = await redis.info('server');
+    await client.connect();
+    const { rows } = await client.query<{ server_version: string }>('SHOW server_version');
+    const temporal = execFileSync(temporalCli, ['--version'], { encoding: 'utf8' }).trim();
+    const cpus = os.cpus();
+    return {
+      cpus: cpus.length,
+      cpuModel: cpus[0]?.model.trim() ?? 'unknown CPU',
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+      os: `${os.type()} ${os.release()}`,
+      node: process.version,
+      redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
+      postgres: rows[0]?.server_version ?? 'unknown',
+      temporalCli: /version (\S+)/.exec(temporal)?.[1] ?? temporal,
+      loadAverage: { start: os.loadavg()[0]!, end: Number.NaN },
+    };
+  } finally {
+    redis.disconnect();
+    await client.end();
+  }
+}

@@ -1,0 +1,89 @@
+/** Command-line options of `bench/run.ts` and the sizes of a full and a quick run. */
+import { parseArgs } from 'node:util';
+
+/** Every benchmark, in the order they run. */
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'early-answer', 'saga-throughput'] as const;
+
+/** A benchmark's name. */
+export type BenchmarkName = (typeof BENCHMARKS)[number];
+
+/** How big a run is. Every loop is bounded by a count and a duration taken from here. */
+export interface Sizes {
+  /** Measured rounds per contender and case (after one warm-up) of the Redis and PostgreSQL benchmarks. */
+  rounds: number;
+  /** RMS reserve: in-flight requests per case, duration of a round and of the warm-up, intents in the keyspace. */
+  rms: { concurrencies: number[]; roundMs: number; warmupMs: number; keyspace: number };
+  /** Duplicate rejection: callers, and the intents each of them submits per round. */
+  duplicates: { clients: number; intentsPerRound: number; roundMs: number };
+  /** Redis memory: keys created per round, and rounds. */
+  memory: { keys: number; rounds: number };
+  /** Early answer: rounds, in-flight starts per case, and starts per round at each. */
+  earlyAnswer: { rounds: number; concurrencies: number[]; startsPerRound: (concurrency: number) => number; roundMs: number };
+  /** Saga throughput: rounds, worker processes per case, workflows per round, and how many are in flight. */
+  sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
+}
+
+const FULL: Sizes = {
+  rounds: 5,
+  rms: { concurrencies: [1, 16, 64, 256], roundMs: 1000, warmupMs: 400, keyspace: 1_000_000 },
+  duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
+  memory: { keys: 100_000, rounds: 3 },
+  // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
+  earlyAnswer: { rounds: 3, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 30 : 128), roundMs: 15_000 },
+  sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
+};
+
+const QUICK: Sizes = {
+  rounds: 2,
+  rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
+  duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
+  memory: { keys: 100_000, rounds: 1 },
+  earlyAnswer: { rounds: 2, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 8 : 32), roundMs: 10_000 },
+  sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
+};
+
+/** What the command line asked for. */
+export interface Options {
+  mode: 'full' | 'quick';
+  sizes: Sizes;
+  /** Where to write the JSON (default: bench/results/results.json). */
+  jsonPath?: string;
+  /** Benchmarks to run (default: all). */
+  only: BenchmarkName[];
+}
+
+const USAGE = `usage: npm run bench -- [--quick] [--json FILE] [--only NAME[,NAME...]]
+  --quick        a smoke run (about 2 minutes), smaller rounds; no thresholds are enforced
+  --json FILE    also write the JSON results to FILE (always written to bench/results/results.json)
+  --only NAMES   run only these benchmarks: ${BENCHMARKS.join(', ')}`;
+
+/**
+ * Parses `argv` (without node and the script). Prints the usage and exits on --help; exits with
+ * status 64 on a bad option.
+ */
+export function parseOptions(argv: string[]): Options {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { quick: { type: 'boolean' }, json: { type: 'string' }, only: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }));
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n${USAGE}\n`);
+    process.exit(64);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const only = values.only === undefined ? [...BENCHMARKS] : values.only.split(',').map((s) => s.trim());
+  const unknown = only.filter((name) => !(BENCHMARKS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    process.stderr.write(`bench: unknown benchmark ${unknown.join(', ')}\n${USAGE}\n`);
+    process.exit(64);
+  }
+  const mode = values.quick ? 'quick' : 'full';
+  // Always in the order of BENCHMARKS: the Temporal ones scale their workers up, never down.
+  return { mode, sizes: mode === 'quick' ? QUICK : FULL, jsonPath: values.json, only: BENCHMARKS.filter((name) => only.includes(name)) };
+}

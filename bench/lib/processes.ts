@@ -1,0 +1,75 @@
+/** Worker child processes: started with tsx, ready when they print their polling line, stopped by pid. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { Config } from '../../src/config';
+import { PROJECT_ROOT } from '../../src/paths';
+
+/** A running worker process. */
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Stops it (SIGTERM, then SIGKILL after `graceMs`) and waits for it to exit. */
+  stop: (graceMs?: number) => Promise<void>;
+}
+
+/** The environment that points a worker process at `config` (the variables src/config.ts reads). */
+export function workerEnv(config: Config): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    TEMPORAL_ADDRESS: config.temporal.address,
+    TEMPORAL_NAMESPACE: config.temporal.namespace,
+    TEMPORAL_TASK_QUEUE: config.temporal.taskQueue,
+    TEMPORAL_TLS: '',
+    TEMPORAL_API_KEY: '',
+    REDIS_URL: config.redis.url,
+    REDIS_CLUSTER_NODES: '',
+    REDIS_KEY_PREFIX: config.redis.keyPrefix,
+    DATABASE_URL: config.db.url,
+  };
+}
+
+/**
+ * Starts `node_modules/.bin/tsx <script>` (a path from the project root) with `config`'s environment and
+ * resolves once it prints `worker: polling` on stderr; rejects with its output if it exits first or
+ * takes longer than `readyTimeoutMs`.
+ */
+export async function startWorkerProcess(script: string, config: Config, readyTimeoutMs = 120_000): Promise<WorkerProcess> {
+  const child = spawn(path.join(PROJECT_ROOT, 'node_modules/.bin/tsx'), [path.join(PROJECT_ROOT, script)], {
+    cwd: PROJECT_ROOT,
+    env: workerEnv(config),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const collect = (d: Buffer) => {
+    // Keep the tail only: a long-running worker must not grow the bench's memory.
+    output = (output + d.toString()).slice(-8192);
+  };
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (graceMs = 15_000) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${script} not polling after ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
+      child.stderr.on('data', () => {
+        if (output.includes('worker: polling')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`${script} exited (${child.exitCode ?? child.signalCode}) before polling:\n${output}`));
+      });
+    });
+  } catch (err) {
+    await stop(1000);
+    throw err;
+  }
+  return { child, stop };
+}

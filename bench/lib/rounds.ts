@@ -1,0 +1,62 @@
+/** Warm-up and rounds: every contender of a case runs once per round, in an order that rotates. */
+import type { Config } from '../../src/config';
+import type { Sizes } from './options';
+import type { Progress } from './progress';
+import type { Row } from './report';
+import { spread } from './stats';
+import type { WorkerFleet } from './workers';
+
+/** What a benchmark gets from the harness. */
+export interface BenchContext {
+  /** The run's services (dev server, throwaway database, Redis); task queue and key prefix are the run's. */
+  config: Config;
+  sizes: Sizes;
+  progress: Progress;
+  /** Worker processes for the Temporal benchmarks, started on demand and stopped by the harness. */
+  workers: WorkerFleet;
+}
+
+/** One round's figures of one contender, by metric. */
+export type RoundFigures = Record<string, number>;
+
+/** A contender: `run` does one round (or the warm-up) and returns its figures. */
+export interface Contender {
+  name: string;
+  run: (round: { warmup: boolean }) => Promise<RoundFigures>;
+}
+
+/**
+ * Runs one warm-up of every contender, then `rounds` rounds; each round runs every contender once,
+ * starting one further along than the round before, so slow drift (caches, compaction, a noisy
+ * neighbour) does not always land on the same contender. Returns each contender's rounds.
+ */
+export async function runRounds(
+  contenders: Contender[],
+  rounds: number,
+  progress: Progress,
+  label: string,
+): Promise<Map<string, RoundFigures[]>> {
+  const results = new Map<string, RoundFigures[]>(contenders.map((c) => [c.name, []]));
+  for (const c of contenders) {
+    progress.update(`${label}: warm-up ${c.name}`);
+    await c.run({ warmup: true });
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < contenders.length; k++) {
+      const c = contenders[(r + k) % contenders.length]!;
+      progress.update(`${label}: round ${r + 1}/${rounds} ${c.name}`);
+      results.get(c.name)!.push(await c.run({ warmup: false }));
+    }
+  }
+  return results;
+}
+
+/** Rows of one case from each contender's rounds (median, extremes, every round). */
+export function rowsOf(caseName: string, baseline: string, results: Map<string, RoundFigures[]>): Row[] {
+  return [...results].map(([contender, rounds]) => ({
+    case: caseName,
+    contender,
+    baseline: contender === baseline,
+    figures: Object.keys(rounds[0] ?? {}).map((metric) => ({ metric, ...spread(rounds.map((r) => r[metric]!)) })),
+  }));
+}

@@ -1,0 +1,96 @@
+/**
+ * Benchmark 4: completed `order` sagas per second with 1 and 2 worker processes, against a bare
+ * workflow running as many no-op activities on as many bench worker processes: the Temporal ceiling.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { createRedis } from '../src/rms';
+import { orderSaga } from '../src/sagas';
+import { SagaOutcome } from '../src/shared';
+import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
+import { closedLoop, timed } from './lib/load';
+import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { latencyPercentiles } from './lib/stats';
+import { connectClients, freshOrder } from './lib/temporal-load';
+import { noopActivitiesWorkflow } from './workflows';
+
+/** Activities of one order saga: reserveIntent, writeEntity, finalizeEntity, one runStep per step, completeEntity. */
+const SAGA_ACTIVITIES = 4 + orderSaga.steps.length;
+const CONTENDERS = { bare: `bare workflow (${SAGA_ACTIVITIES} no-op activities)`, saga: 'order saga' } as const;
+
+/** Runs benchmark 4. */
+export async function sagaThroughput({ sizes, progress, workers }: BenchContext): Promise<BenchResult> {
+  const { workerCounts, perRound, inFlight, roundMs } = sizes.sagas;
+  const { client, sagas, close } = await connectClients(workers);
+  const redis = createRedis(workers.sagaConfig.redis) as Redis;
+  const meter = new CpuMeter(redis, {
+    temporal: childrenNamed('temporal'),
+    'saga workers': treesOf(() => workers.sagaPids),
+    'bench workers': treesOf(() => workers.barePids),
+    postgres: named('postgres'),
+  });
+  const rows: Row[] = [];
+  try {
+    for (const count of workerCounts) {
+      await workers.scaleTo(count);
+      const caseName = `${count} worker process${count === 1 ? '' : 'es'}`;
+      /** A contender: `complete` runs one workflow to its end. */
+      const contender = (name: string, complete: () => Promise<void>): Contender => ({
+        name,
+        run: async ({ warmup }) => {
+          const stop = await meter.start();
+          const r = await closedLoop({
+            concurrency: inFlight,
+            durationMs: roundMs,
+            maxOps: warmup ? inFlight : perRound,
+            op: async () => (await timed(complete)).ms,
+          });
+          const usage = await stop();
+          const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
+          return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'ms');
+        },
+      });
+      const bare = contender(CONTENDERS.bare, async () => {
+        await client.workflow.execute(noopActivitiesWorkflow, {
+          taskQueue: workers.bareConfig.temporal.taskQueue,
+          workflowId: `bench-bare-${randomUUID()}`,
+          args: [SAGA_ACTIVITIES],
+        });
+      });
+      const saga = contender(CONTENDERS.saga, async () => {
+        const started = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
+        const state = await sagas.result(started.workflowId);
+        if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`saga-throughput: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
+      });
+      rows.push(...rowsOf(caseName, CONTENDERS.bare, await runRounds([bare, saga], sizes.sagas.rounds, progress, `saga-throughput ${caseName}`)));
+    }
+  } finally {
+    redis.disconnect();
+    await close();
+  }
+
+  const withRatio = withRatios(rows);
+  const targets: TargetCheck[] = [...new Set(withRatio.map((r) => r.case))].map((caseName) => {
+    const ratio = figureOf(withRatio, caseName, CONTENDERS.saga, 'throughput').ratio ?? Number.NaN;
+    return { case: caseName, contender: CONTENDERS.saga, requirement: '≥ 0.85× bare ceiling', measured: formatRatio(ratio), met: ratio >= 0.85 };
+  });
+  return {
+    name: 'saga-throughput',
+    title: '4. Saga throughput: completed workflows per second',
+    baseline: `the Temporal ceiling: a bare workflow running ${SAGA_ACTIVITIES} no-op activities in sequence (as many as an order saga runs), on as many bench worker processes (bench/bare-worker.ts, same Worker settings)`,
+    method:
+      `${inFlight} workflows in flight from one client, each started as soon as one ends; ${perRound} per round. Order sagas are started with SagaClient.start (update-with-start) and ` +
+      `must end COMPLETED (reserve, fenced write, finalise, charge, reserve stock, complete); the bare workflow is started with workflow.execute. Worker processes: src/worker.ts and bench/bare-worker.ts under tsx. ` +
+      `p50/p99: start to end of one workflow. CPU by process: the dev server, the worker process trees, every PostgreSQL backend of the server (whoever it serves), Redis (INFO cpu), and this process (the client).`,
+    columns: [
+      { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
+      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 0 },
+      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 0 },
+    ],
+    rows: withRatio,
+    targets,
+    chartMetric: 'throughput',
+    notes: [...new Set(withRatio.map((r) => r.case))].map((c) => cpuNote(withRatio, c, 'ms', 'workflow')),
+  };
+}
