@@ -191,6 +191,38 @@ function redact(value: string): string {
 }
 
 /**
+ * The environment that {@link loadConfig} turns back into `config`: for starting another process
+ * (a worker, the CLI) on the same settings. Every variable is set, so nothing leaks in from the
+ * parent's environment.
+ */
+export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
+  const { temporal, redis, db, saga } = config;
+  return {
+    TEMPORAL_ADDRESS: temporal.address,
+    TEMPORAL_NAMESPACE: temporal.namespace,
+    TEMPORAL_TASK_QUEUE: temporal.taskQueue,
+    TEMPORAL_TLS: temporal.tls ? 'true' : 'false',
+    TEMPORAL_TLS_CERT_PATH: temporal.tls?.certPath ?? '',
+    TEMPORAL_TLS_KEY_PATH: temporal.tls?.keyPath ?? '',
+    TEMPORAL_TLS_CA_PATH: temporal.tls?.caPath ?? '',
+    TEMPORAL_TLS_SERVER_NAME: temporal.tls?.serverName ?? '',
+    TEMPORAL_API_KEY: temporal.apiKey ?? '',
+    TEMPORAL_UI_URL: temporal.uiUrl,
+    REDIS_URL: redis.url,
+    REDIS_CLUSTER_NODES: redis.clusterNodes?.map((n) => `${n.host}:${n.port}`).join(',') ?? '',
+    REDIS_KEY_PREFIX: redis.keyPrefix,
+    REDIS_COMMAND_TIMEOUT_MS: String(redis.commandTimeoutMs),
+    DATABASE_URL: db.url,
+    DB_POOL_MAX: String(db.poolMax),
+    DB_STATEMENT_TIMEOUT_MS: String(db.statementTimeoutMs),
+    DB_CONNECT_TIMEOUT_MS: String(db.connectTimeoutMs),
+    LEASE_MS: String(saga.leaseMs),
+    HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
+    HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
+  };
+}
+
+/**
  * Loads the configuration for a command-line entry point: on a bad value it prints one line naming
  * the variable and exits with status 78 (EX_CONFIG), instead of a stack trace.
  */

@@ -1,7 +1,10 @@
-/** Worker child processes: started with tsx, ready when they print their polling line, stopped by pid. */
+/**
+ * Worker child processes: node with tsx's loader (one process, so a SIGKILL reaches the worker and
+ * not a wrapper), ready when they print their polling line.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { Config } from '../../src/config';
+import { configEnv, type Config } from '../../src/config';
 import { PROJECT_ROOT } from '../../src/paths';
 
 /** A running worker process. */
@@ -11,29 +14,18 @@ export interface WorkerProcess {
   stop: (graceMs?: number) => Promise<void>;
 }
 
-/** The environment that points a worker process at `config` (the variables src/config.ts reads). */
+/** The environment that points a worker process at `config` (every variable src/config.ts reads). */
 export function workerEnv(config: Config): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    TEMPORAL_ADDRESS: config.temporal.address,
-    TEMPORAL_NAMESPACE: config.temporal.namespace,
-    TEMPORAL_TASK_QUEUE: config.temporal.taskQueue,
-    TEMPORAL_TLS: '',
-    TEMPORAL_API_KEY: '',
-    REDIS_URL: config.redis.url,
-    REDIS_CLUSTER_NODES: '',
-    REDIS_KEY_PREFIX: config.redis.keyPrefix,
-    DATABASE_URL: config.db.url,
-  };
+  return { ...process.env, ...configEnv(config) };
 }
 
 /**
- * Starts `node_modules/.bin/tsx <script>` (a path from the project root) with `config`'s environment and
+ * Starts `node --import tsx <script>` (a path from the project root) with `config`'s environment and
  * resolves once it prints `worker: polling` on stderr; rejects with its output if it exits first or
  * takes longer than `readyTimeoutMs`.
  */
 export async function startWorkerProcess(script: string, config: Config, readyTimeoutMs = 120_000): Promise<WorkerProcess> {
-  const child = spawn(path.join(PROJECT_ROOT, 'node_modules/.bin/tsx'), [path.join(PROJECT_ROOT, script)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, script)], {
     cwd: PROJECT_ROOT,
     env: workerEnv(config),
     stdio: ['ignore', 'pipe', 'pipe'],

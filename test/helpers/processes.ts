@@ -1,24 +1,13 @@
 /** Worker processes of the project's own, for tests that kill or stop them. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import type { Config } from '../../src/config';
+import { configEnv, type Config } from '../../src/config';
 
 const ROOT = path.resolve(__dirname, '../..');
 
 /** The environment that points a child process at a test's config. */
 export function envOf(config: Config): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    TEMPORAL_ADDRESS: config.temporal.address,
-    TEMPORAL_NAMESPACE: config.temporal.namespace,
-    TEMPORAL_TASK_QUEUE: config.temporal.taskQueue,
-    REDIS_URL: config.redis.url,
-    REDIS_KEY_PREFIX: config.redis.keyPrefix,
-    DATABASE_URL: config.db.url,
-    LEASE_MS: String(config.saga.leaseMs),
-    HEARTBEAT_INTERVAL_MS: String(config.saga.heartbeatIntervalMs),
-    HEARTBEAT_TIMEOUT_MS: String(config.saga.heartbeatTimeoutMs),
-  };
+  return { ...process.env, ...configEnv(config) };
 }
 
 const spawned = new Set<ChildProcess>();

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config';
+import { CONFIG_VARIABLES, ConfigError, configEnv, loadConfig } from '../../src/config';
 
 describe('loadConfig', () => {
   it('gives the documented defaults for an empty environment', () => {
@@ -48,6 +48,24 @@ describe('loadConfig', () => {
     expect(loadConfig({ TEMPORAL_API_KEY: 'k' }).temporal.tls).toEqual({});
     expect(loadConfig({ TEMPORAL_TLS_CERT_PATH: '/c', TEMPORAL_TLS_KEY_PATH: '/k' }).temporal.tls).toMatchObject({ certPath: '/c', keyPath: '/k' });
     expect(() => loadConfig({ TEMPORAL_TLS_CERT_PATH: '/c' })).toThrow(ConfigError);
+  });
+
+  it('writes back an environment that loads into the same config, naming every variable', () => {
+    const config = loadConfig({
+      TEMPORAL_API_KEY: 'k',
+      TEMPORAL_TLS_CA_PATH: '/ca.pem',
+      REDIS_CLUSTER_NODES: '127.0.0.1:7000,127.0.0.1:7001',
+      REDIS_KEY_PREFIX: 'x:',
+      LEASE_MS: '9000',
+      HEARTBEAT_INTERVAL_MS: '1000',
+      HEARTBEAT_TIMEOUT_MS: '3000',
+    });
+
+    const env = configEnv(config);
+
+    expect(Object.keys(env).sort()).toEqual([...CONFIG_VARIABLES].sort());
+    expect(loadConfig(env)).toEqual(config);
+    expect(loadConfig(configEnv(loadConfig({})))).toEqual(loadConfig({}));
   });
 
   it('reads Redis Cluster seed nodes', () => {
