@@ -6,47 +6,17 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import type pg from 'pg';
 import { createPool } from '../src/db';
 import { Rms, createRedis, intentKey } from '../src/rms';
 import { CpuMeter, named } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
+import { submitPgOnly, writeOrder } from './lib/pg-only';
 import { cpuNote, formatRatio, ratioOf, withCpu, withRatios, type BenchResult } from './lib/report';
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
 
 const LEASE_MS = 30_000;
 const CONTENDERS = { pg: 'PostgreSQL-only', rms: 'RMS fail-fast' } as const;
-
-/**
- * The entity write of both designs, in one transaction: the order row (UNIQUE intent_key), the
- * payment and a stock reservation. Rejects with the driver's error, 23505 for a duplicate intent.
- */
-async function writeOrder(pool: pg.Pool, intent: string, sagaKey: string): Promise<void> {
-  const client = await pool.connect();
-  let open = false;
-  try {
-    await client.query('BEGIN');
-    open = true;
-    await client.query(
-      `INSERT INTO orders (intent_key, status, last_fencing_token, session_id, customer, items, amount_cents)
-       VALUES ($1, 'REGISTERED', 1, $2, $3, $4, 1000)`,
-      [intent, sagaKey, `customer-${sagaKey}`, JSON.stringify([{ sku: 'widget', quantity: 1, priceCents: 1000 }])],
-    );
-    await client.query(
-      `INSERT INTO payments (saga_key, intent_key, customer, amount_cents, card_last4, status) VALUES ($1, $2, $3, 1000, '4242', 'CHARGED')`,
-      [sagaKey, intent, `customer-${sagaKey}`],
-    );
-    await client.query(`INSERT INTO stock_reservations (saga_key, sku, quantity, status) VALUES ($1, 'widget', 1, 'RESERVED')`, [sagaKey]);
-    await client.query('COMMIT');
-    open = false;
-  } finally {
-    if (open) await client.query('ROLLBACK').catch(() => undefined);
-    client.release();
-  }
-}
-
-const isUniqueViolation = (err: unknown) => (err as { code?: unknown }).code === '23505';
 
 /** Runs benchmark 2. */
 export async function duplicateRejection({ config, sizes, progress }: BenchContext): Promise<BenchResult> {
@@ -96,13 +66,8 @@ export async function duplicateRejection({ config, sizes, progress }: BenchConte
     name: CONTENDERS.pg,
     run: round(async (caller, intent) => {
       const t0 = performance.now();
-      try {
-        await writeOrder(pool, intent, `${intent}/${caller}`);
-        return true;
-      } catch (err) {
-        if (isUniqueViolation(err)) return performance.now() - t0;
-        throw err;
-      }
+      if ((await submitPgOnly(pool, intent, `${intent}/${caller}`)) === 'created') return true;
+      return performance.now() - t0;
     }),
   };
 

@@ -1,113 +1,333 @@
 /**
- * Benchmark 3: the early answer. SagaClient.start on the `order` type (update-with-start, answered
- * once the reservation is known) against a plain `client.workflow.start` of an empty workflow on the
- * same server, at 1 and 32 starts in flight.
+ * Benchmark 3: the early answer. SagaClient.start is a gate: it reserves the request's intent in Redis
+ * and answers DUPLICATE or CONFLICT without Temporal, or starts the saga (one workflow.start) on
+ * SUCCESS. Each answer is timed at several concurrencies against what it is made of or replaces:
+ * DUPLICATE and CONFLICT against Rms.reserve alone (baseline) and the PostgreSQL-only design, SUCCESS
+ * against a bare workflow.start of an empty workflow (baseline) and the gate alone. The workflows the
+ * rejected requests started are counted on the task queue (Temporal visibility): there must be none.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { Client } from '@temporalio/client';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import type { SagaClient } from '../src/client';
+import { createPool, ordersTable } from '../src/db';
+import { reserveIntent } from '../src/gate';
+import { Rms, createRedis } from '../src/rms';
+import type { OrderInput } from '../src/sagas';
+import { SagaOutcome } from '../src/shared';
+import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import { closedLoop } from './lib/load';
-import { figureOf, formatNumber, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { submitPgOnly } from './lib/pg-only';
+import { cpuNote, figureOf, formatNumber, formatRatio, ratioOf, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
-import { latencyPercentiles, spread } from './lib/stats';
-import { answerPhases, connectClients, freshOrder, within, type AnswerPhases } from './lib/temporal-load';
+import { latencyPercentiles } from './lib/stats';
+import { countOnTaskQueue, connectClients, freshOrder, untilVisible, within } from './lib/temporal-load';
 import { emptyWorkflow } from './workflows';
 
-const CONTENDERS = { start: 'workflow.start (empty)', saga: 'SagaClient.start (order)' } as const;
+const CONTENDERS = {
+  rms: 'Rms.reserve alone',
+  saga: 'SagaClient.start',
+  pg: 'PostgreSQL-only',
+  start: 'workflow.start (empty)',
+  gate: 'gate alone (reserveIntent)',
+} as const;
+
+type Rejection = 'DUPLICATE' | 'CONFLICT';
+const REJECTIONS: readonly Rejection[] = ['DUPLICATE', 'CONFLICT'];
+
+/** The CONFLICT holder's lease: longer than any run, released when the rejected cases are done. */
+const HOLD_MS = 60 * 60 * 1000;
+/** Starts of a SUCCESS warm-up (at most one per lane). */
+const SUCCESS_WARMUP_STARTS = 8;
 const DRAIN_TIMEOUT_MS = 180_000;
 
+const caseOf = (answer: string, concurrency: number) => `${answer}, ${concurrency} in flight`;
+
+/** What the cases share: the clients, the bench's own connections, the meter and the run's settings. */
+interface Deps {
+  ctx: BenchContext;
+  client: Client;
+  sagas: SagaClient;
+  /** The bench's RMS: its own ioredis connection (as SagaClient has one), on the saga workers' key prefix. */
+  rms: Rms;
+  /** One PostgreSQL connection per caller, for the PostgreSQL-only design and the gate alone. */
+  pool: pg.Pool;
+  meter: CpuMeter;
+  /** A session per lane, for Rms.reserve alone. */
+  sessions: string[];
+  leaseMs: number;
+}
+
 /** Runs benchmark 3. */
-export async function earlyAnswer({ sizes, progress, workers }: BenchContext): Promise<BenchResult> {
-  const { concurrencies, startsPerRound, roundMs } = sizes.earlyAnswer;
+export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
+  const { sizes, progress, workers } = ctx;
+  const { concurrencies, rejectedRoundMs, startsPerRound } = sizes.earlyAnswer;
+  const maxInFlight = Math.max(...concurrencies);
+  const { taskQueue } = workers.sagaConfig.temporal;
   await workers.scaleTo(1);
   const { client, sagas, close } = await connectClients(workers);
+  const redis = createRedis(workers.sagaConfig.redis) as Redis;
+  const deps: Deps = {
+    ctx,
+    client,
+    sagas,
+    rms: new Rms(redis, { keyPrefix: workers.sagaConfig.redis.keyPrefix }),
+    pool: createPool({ ...workers.sagaConfig.db, poolMax: maxInFlight }),
+    meter: new CpuMeter(redis, { temporal: childrenNamed('temporal'), 'saga worker': treesOf(() => workers.sagaPids), postgres: named('postgres') }),
+    sessions: Array.from({ length: maxInFlight }, () => randomUUID()),
+    leaseMs: workers.sagaConfig.saga.leaseMs,
+  };
+  const { rms, pool } = deps;
   const rows: Row[] = [];
-  // Answers at 1 in flight (workflow id, latency), to split their time by phase afterwards.
-  const answers: { workflowId: string; ms: number }[] = [];
-  const phases: (AnswerPhases & { total: number })[] = [];
-  try {
-    for (const concurrency of concurrencies) {
-      /**
-       * A contender: `start` starts one workflow and returns a promise of its end (wrapped: an async
-       * function returning a bare promise would wait for it). Each round waits for
-       * every workflow it started to end, so the next round starts on an idle worker.
-       */
-      const contender = (name: string, start: () => Promise<{ end: Promise<unknown>; workflowId: string }>): Contender => ({
-        name,
-        run: async ({ warmup }) => {
-          const ends: Promise<unknown>[] = [];
-          const maxOps = warmup ? concurrency : startsPerRound(concurrency);
-          const r = await closedLoop({
-            concurrency,
-            durationMs: roundMs,
-            maxOps,
-            op: async () => {
-              const t0 = performance.now();
-              const { end, workflowId } = await start();
-              const ms = performance.now() - t0;
-              end.catch(() => undefined);
-              ends.push(end);
-              if (name === CONTENDERS.saga && concurrency === 1 && !warmup) answers.push({ workflowId, ms });
-              return ms;
-            },
-          });
-          progress.update(`early-answer ${concurrency} in flight: waiting for ${ends.length} ${name} workflows to end`);
-          await within(`${name}: ${ends.length} workflows`, DRAIN_TIMEOUT_MS, ends);
-          const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return { throughput: r.throughput, p50, p99 };
-        },
-      });
+  const holder = { intent: '', sessionId: randomUUID(), fencingToken: '' };
+  let visibility: { before: number; after: number; rejected: number; started: number };
 
-      const plain = contender(CONTENDERS.start, async () => {
-        const workflowId = `bench-empty-${randomUUID()}`;
-        const handle = await client.workflow.start(emptyWorkflow, { taskQueue: workers.bareConfig.temporal.taskQueue, workflowId });
-        return { end: handle.result(), workflowId };
-      });
-      const saga = contender(CONTENDERS.saga, async () => {
-        const started = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
-        if (started.reservation.status !== 'SUCCESS') throw new Error(`early-answer: a fresh order was answered ${started.reservation.status}`);
-        return { end: sagas.result(started.workflowId), workflowId: started.workflowId };
-      });
-      const results = await runRounds([plain, saga], sizes.earlyAnswer.rounds, progress, `early-answer ${concurrency} in flight`);
-      rows.push(...rowsOf(`${concurrency} in flight`, CONTENDERS.start, results));
-    }
-    progress.update(`early-answer: reading ${answers.length} saga histories`);
-    for (const { workflowId, ms } of answers) phases.push({ ...(await answerPhases(client, workflowId)), total: ms });
+  try {
+    // DUPLICATE: one saga of a cart runs to completion; a request for that cart under any other key is a duplicate.
+    progress.update('early-answer: running the saga whose cart the DUPLICATE requests repeat');
+    const duplicateCart = freshOrder();
+    const first = await sagas.start('order', duplicateCart, { idempotencyKey: randomUUID() });
+    await completed(sagas, first.workflowId);
+    // CONFLICT: another session holds the cart's intent. In the PostgreSQL-only design that holder
+    // has committed its registration (status REGISTERED), so a second request hits 23505 too.
+    const conflictCart = freshOrder();
+    holder.intent = sagas.prepare('order', conflictCart).intentKey;
+    const held = await rms.reserve({ intent: holder.intent, sessionId: holder.sessionId, leaseMs: HOLD_MS });
+    if (held.status !== 'SUCCESS') throw new Error(`early-answer: the CONFLICT holder was answered ${held.status}`);
+    holder.fencingToken = held.fencingToken;
+    if ((await submitPgOnly(pool, holder.intent, `holder-${holder.sessionId}`)) !== 'created') throw new Error('early-answer: the holder row exists already');
+
+    await untilVisible(client, first.workflowId);
+    const workflowsBefore = await countOnTaskQueue(client, taskQueue);
+    const gateBefore = sagas.gateCounts;
+    for (const concurrency of concurrencies) rows.push(...(await rejectedCase(deps, 'DUPLICATE', concurrency, duplicateCart, first.intentKey)));
+    for (const concurrency of concurrencies) rows.push(...(await rejectedCase(deps, 'CONFLICT', concurrency, conflictCart, holder.intent)));
+
+    // The rejected requests' workflows: a saga started after the last of them is waited for until
+    // visibility lists it, then the task queue is counted again; the difference less that saga.
+    const gateAfter = sagas.gateCounts;
+    if (gateAfter.SUCCESS !== gateBefore.SUCCESS) throw new Error('early-answer: a rejected case was answered SUCCESS');
+    const rejected = gateAfter.DUPLICATE - gateBefore.DUPLICATE + gateAfter.CONFLICT - gateBefore.CONFLICT;
+    progress.update(`early-answer: counting the workflows of ${rejected} rejected requests on ${taskQueue}`);
+    const barrier = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
+    await completed(sagas, barrier.workflowId);
+    await untilVisible(client, barrier.workflowId);
+    const workflowsAfter = await countOnTaskQueue(client, taskQueue);
+    if (workflowsAfter - workflowsBefore < 1) throw new Error(`early-answer: the task queue count (${workflowsBefore} → ${workflowsAfter}) missed the barrier saga`);
+    visibility = { before: workflowsBefore, after: workflowsAfter, rejected, started: workflowsAfter - workflowsBefore - 1 };
+    await rms.release(holder);
+    holder.fencingToken = '';
+
+    for (const concurrency of concurrencies) rows.push(...(await successCase(deps, concurrency)));
   } finally {
+    if (holder.fencingToken) await rms.release(holder).catch(() => undefined);
+    redis.disconnect();
+    await pool.end();
     await close();
   }
 
   const withRatio = withRatios(rows);
-  const targets: TargetCheck[] = concurrencies.map((c) => {
-    const p50 = figureOf(withRatio, `${c} in flight`, CONTENDERS.saga, 'p50').median;
-    return { case: `${c} in flight`, contender: CONTENDERS.saga, requirement: 'p50 < 30 ms', measured: `${p50.toFixed(1)} ms`, met: p50 < 30 };
-  });
+  const rejectedPer = visibility.rejected > 0 ? visibility.started / visibility.rejected : Number.NaN;
   return {
     name: 'early-answer',
-    title: '3. Early answer: time to the reservation answer',
-    baseline: 'client.workflow.start of an empty workflow on the same dev server (answered once the start is recorded)',
+    title: '3. Early answer: time to the answer of SagaClient.start',
+    baseline:
+      'for DUPLICATE and CONFLICT, Rms.reserve alone (the raw RMS call on the same Redis and key prefix, one ioredis connection as SagaClient has); ' +
+      'for SUCCESS, client.workflow.start of an empty workflow on the same dev server and connection (answered once the start is recorded)',
     method:
-      `N in flight = N concurrent starts from one client; each SagaClient.start is a fresh order (its own intent and idempotency key), answered SUCCESS after ` +
-      `the worker (one src/worker.ts process) ran the reserve activity. Every round waits for all its workflows to end before the next. answers/s is over the round's starts only.`,
+      `N in flight = N concurrent requests from one process. DUPLICATE: one order saga of a cart ran to completion first; every request repeats that cart under a new idempotency key. ` +
+      `CONFLICT: another session holds the cart's intent (Rms.reserve, lease ${HOLD_MS / 60_000} min); every request repeats that cart under a new key. ` +
+      `SagaClient.start must answer DUPLICATE or CONFLICT with started: false; Rms.reserve alone asks the same intent with one of N sessions. ` +
+      `PostgreSQL-only: the multi-table write transaction (orders, payments, stock_reservations) on one PostgreSQL connection per caller, answered by 23505 from the UNIQUE intent_key ` +
+      `(in the CONFLICT case the holder's REGISTERED row is committed: a design without leases learns "in progress" the same way). ` +
+      `SUCCESS: a fresh order per request (its own customer); SagaClient.start = reserve + one PostgreSQL lookup + one workflow.start of the saga, which must end COMPLETED; ` +
+      `gate alone = reserveIntent (src/gate.ts) on a fresh intent, no workflow. DUPLICATE and CONFLICT rounds last ${rejectedRoundMs} ms; a SUCCESS round is ` +
+      `${concurrencies.map((c) => `${startsPerRound(c)} starts at ${c}`).join(', ')} in flight, and waits for its workflows to end. One worker process of each kind. answers/s is over the round's steady part.`,
     columns: [
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 1 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 1 },
+      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 3 },
+      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 3 },
       { metric: 'throughput', label: 'answers/s', better: 'higher', digits: 0 },
     ],
     rows: withRatio,
-    targets,
+    targets: [
+      ...targetsOf(withRatio, concurrencies),
+      {
+        case: 'rejected requests',
+        contender: CONTENDERS.saga,
+        requirement: '0 workflows started per rejected request',
+        measured: `${visibility.started} / ${visibility.rejected} = ${formatNumber(rejectedPer, 3)}`,
+        met: visibility.started === 0 && visibility.rejected > 0,
+      },
+    ],
     chartMetric: 'p50',
-    notes: phases.length > 0 ? [phaseNote(phases)] : [],
-    details: { answerPhasesAt1InFlight: phases },
+    chartScale: 'log',
+    notes: [
+      `Workflows started per rejected request: ${visibility.rejected.toLocaleString('en-US')} DUPLICATE and CONFLICT answers of SagaClient.start (warm-ups included) started ` +
+        `${visibility.started} workflows (${formatNumber(rejectedPer, 3)} per request): Temporal visibility counted ${visibility.before} workflows on ${taskQueue} before them and ` +
+        `${visibility.after} after, read once a saga started after them was listed (that saga is the one more).`,
+      ...REJECTIONS.map((answer) => cpuNote(withRatio, caseOf(answer, maxInFlight), 'µs', 'request')),
+      successNote(withRatio, concurrencies),
+    ],
+    details: { holdMs: HOLD_MS, leaseMs: deps.leaseMs, taskQueue, visibility },
   };
 }
 
-/** Where the time of an answer at 1 in flight goes, from the sagas' histories (medians). */
-function phaseNote(phases: (AnswerPhases & { total: number })[]): string {
-  const median = (pick: (p: AnswerPhases & { total: number }) => number) => formatNumber(spread(phases.map(pick)).median, 1);
-  return (
-    `Where an answer's time goes at 1 in flight (median ms of ${phases.length} sagas, from their histories): ` +
-    `total ${median((p) => p.total)}; tasks waiting for a worker poll (2 workflow tasks, 1 activity task) ${median((p) => p.dispatch)}; ` +
-    `workflow tasks on the worker ${median((p) => p.workflowTasks)}; reserve activity (Redis + PostgreSQL) ${median((p) => p.activity)}; ` +
-    `the rest (start and update calls, history writes) ${median((p) => p.total - p.dispatch - p.workflowTasks - p.activity)}.`
-  );
+/** Waits for the saga `workflowId` to end, and ends the run unless it ended COMPLETED. */
+async function completed(sagas: SagaClient, workflowId: string): Promise<void> {
+  const state = await sagas.result(workflowId);
+  if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`early-answer: ${workflowId} ended ${state.outcome} (${state.reason})`);
+}
+
+/**
+ * One DUPLICATE or CONFLICT case: requests for `cart` (whose intent is `intent`) under new keys
+ * through SagaClient.start, against Rms.reserve on the intent and the PostgreSQL-only write. Every
+ * answer is checked: anything but `answer` (or a started workflow) ends the run.
+ */
+async function rejectedCase(deps: Deps, answer: Rejection, concurrency: number, cart: OrderInput, intent: string): Promise<Row[]> {
+  const { ctx, sagas, rms, pool, meter, sessions, leaseMs } = deps;
+  const { rejectedRoundMs, rejectedWarmupMs } = ctx.sizes.earlyAnswer;
+  const wrong = (who: string, got: string) => new Error(`early-answer: ${who} answered ${got} where ${answer} was due`);
+  /** A contender: `ask(lane)` sends one request and returns its latency (ms). */
+  const contender = (name: string, ask: (lane: number) => Promise<number>): Contender => ({
+    name,
+    run: async ({ warmup }) => {
+      const durationMs = warmup ? rejectedWarmupMs : rejectedRoundMs;
+      const stop = await meter.start();
+      const r = await closedLoop({ concurrency, durationMs, maxOps: durationMs * 200, op: ask });
+      const usage = await stop();
+      const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
+      return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'µs');
+    },
+  });
+  const rmsAlone = contender(CONTENDERS.rms, async (lane) => {
+    const t0 = performance.now();
+    const reply = await rms.reserve({ intent, sessionId: sessions[lane]!, leaseMs });
+    const ms = performance.now() - t0;
+    if (reply.status !== answer) throw wrong(CONTENDERS.rms, reply.status);
+    return ms;
+  });
+  const saga = contender(CONTENDERS.saga, async () => {
+    const idempotencyKey = randomUUID();
+    const t0 = performance.now();
+    const started = await sagas.start('order', cart, { idempotencyKey });
+    const ms = performance.now() - t0;
+    if (started.reservation.status !== answer || started.started) throw wrong(CONTENDERS.saga, `${started.reservation.status} (started: ${started.started})`);
+    return ms;
+  });
+  const pgOnly = contender(CONTENDERS.pg, async (lane) => {
+    const t0 = performance.now();
+    const outcome = await submitPgOnly(pool, intent, `${intent}/${lane}`);
+    const ms = performance.now() - t0;
+    if (outcome !== 'duplicate') throw wrong(CONTENDERS.pg, outcome);
+    return ms;
+  });
+  const caseName = caseOf(answer, concurrency);
+  return rowsOf(caseName, CONTENDERS.rms, await runRounds([rmsAlone, saga, pgOnly], ctx.sizes.rounds, ctx.progress, `early-answer ${caseName}`));
+}
+
+/**
+ * One SUCCESS case: fresh orders through SagaClient.start (each saga must end COMPLETED), against
+ * a bare workflow.start of an empty workflow and the gate alone on fresh intents.
+ */
+async function successCase(deps: Deps, concurrency: number): Promise<Row[]> {
+  const { ctx, client, sagas, rms, pool, leaseMs } = deps;
+  const { successRounds, startsPerRound, successRoundMs } = ctx.sizes.earlyAnswer;
+  const caseName = caseOf('SUCCESS', concurrency);
+  /**
+   * A contender: `start` sends one request and returns its latency and, when it started a workflow,
+   * a promise of its end. Each round waits for every workflow it started to end, so the next round
+   * starts on an idle worker.
+   */
+  const contender = (name: string, start: () => Promise<{ ms: number; end?: Promise<unknown> }>): Contender => ({
+    name,
+    run: async ({ warmup }) => {
+      const ends: Promise<unknown>[] = [];
+      const r = await closedLoop({
+        concurrency,
+        durationMs: successRoundMs,
+        maxOps: warmup ? Math.min(concurrency, SUCCESS_WARMUP_STARTS) : startsPerRound(concurrency),
+        op: async () => {
+          const { ms, end } = await start();
+          if (end) {
+            end.catch(() => undefined);
+            ends.push(end);
+          }
+          return ms;
+        },
+      });
+      if (ends.length > 0) {
+        ctx.progress.update(`early-answer ${caseName}: waiting for ${ends.length} ${name} workflows to end`);
+        await within(`${name}: ${ends.length} workflows`, DRAIN_TIMEOUT_MS, ends);
+      }
+      const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
+      return { throughput: r.throughput, p50, p99 };
+    },
+  });
+  const bare = contender(CONTENDERS.start, async () => {
+    const workflowId = `bench-empty-${randomUUID()}`;
+    const t0 = performance.now();
+    const handle = await client.workflow.start(emptyWorkflow, { taskQueue: ctx.workers.bareConfig.temporal.taskQueue, workflowId });
+    return { ms: performance.now() - t0, end: handle.result() };
+  });
+  const saga = contender(CONTENDERS.saga, async () => {
+    const order = freshOrder();
+    const idempotencyKey = randomUUID();
+    const t0 = performance.now();
+    const started = await sagas.start('order', order, { idempotencyKey });
+    const ms = performance.now() - t0;
+    if (started.reservation.status !== 'SUCCESS' || !started.started) throw new Error(`early-answer: a fresh order was answered ${started.reservation.status}`);
+    return { ms, end: completed(sagas, started.workflowId) };
+  });
+  const gate = contender(CONTENDERS.gate, async () => {
+    const { intentKey } = sagas.prepare('order', freshOrder());
+    const sessionId = randomUUID();
+    const t0 = performance.now();
+    const answer = await reserveIntent({ rms, pool }, { table: ordersTable, intentKey, sessionId, leaseMs });
+    const ms = performance.now() - t0;
+    if (answer.status !== 'SUCCESS') throw new Error(`early-answer: the gate answered a fresh intent ${answer.status}`);
+    return { ms };
+  });
+  return rowsOf(caseName, CONTENDERS.start, await runRounds([bare, saga, gate], successRounds, ctx.progress, `early-answer ${caseName}`));
+}
+
+/** The targets of the issue that this run's cases can judge. */
+function targetsOf(rows: Row[], concurrencies: number[]): TargetCheck[] {
+  const targets: TargetCheck[] = [];
+  const p50Of = (caseName: string, contender: string) => figureOf(rows, caseName, contender, 'p50');
+  for (const answer of REJECTIONS) {
+    if (concurrencies.includes(1)) {
+      const p50 = p50Of(caseOf(answer, 1), CONTENDERS.saga).median;
+      targets.push({ case: caseOf(answer, 1), contender: CONTENDERS.saga, requirement: 'p50 ≤ 1 ms', measured: `${p50.toFixed(3)} ms`, met: p50 <= 1 });
+    }
+    for (const c of [1, 64].filter((n) => concurrencies.includes(n))) {
+      const ratio = p50Of(caseOf(answer, c), CONTENDERS.saga).ratio ?? Number.NaN;
+      targets.push({ case: caseOf(answer, c), contender: CONTENDERS.saga, requirement: 'p50 ≤ 2× Rms.reserve alone', measured: formatRatio(ratio), met: ratio <= 2 });
+    }
+    if (concurrencies.includes(64)) {
+      const speedup = ratioOf(rows, caseOf(answer, 64), CONTENDERS.pg, CONTENDERS.saga, 'p50');
+      targets.push({
+        case: caseOf(answer, 64),
+        contender: CONTENDERS.saga,
+        requirement: '≥ 20× faster (p50) than PostgreSQL-only',
+        measured: formatRatio(speedup),
+        met: speedup >= 20,
+      });
+    }
+  }
+  for (const c of [1, 32].filter((n) => concurrencies.includes(n))) {
+    const ratio = p50Of(caseOf('SUCCESS', c), CONTENDERS.saga).ratio ?? Number.NaN;
+    targets.push({ case: caseOf('SUCCESS', c), contender: CONTENDERS.saga, requirement: 'p50 ≤ 2× workflow.start', measured: formatRatio(ratio), met: ratio <= 2 });
+  }
+  return targets;
+}
+
+/** Where a SUCCESS answer's time goes: the gate and a start, from the medians at each concurrency. */
+function successNote(rows: Row[], concurrencies: number[]): string {
+  const parts = concurrencies.map((c) => {
+    const p50 = (contender: string) => formatNumber(figureOf(rows, caseOf('SUCCESS', c), contender, 'p50').median, 2);
+    return `at ${c} in flight ${p50(CONTENDERS.saga)} ms against gate alone ${p50(CONTENDERS.gate)} + workflow.start (empty) ${p50(CONTENDERS.start)}`;
+  });
+  return `Where a SUCCESS answer's time goes (p50 of SagaClient.start; the saga's start also carries its input, a memo and three search attributes): ${parts.join('; ')}.`;
 }

@@ -15,9 +15,13 @@ import { latencyPercentiles } from './lib/stats';
 import { connectClients, freshOrder } from './lib/temporal-load';
 import { noopActivitiesWorkflow } from './workflows';
 
-/** Activities of one order saga: reserveIntent, writeEntity, finalizeEntity, one runStep per step, completeEntity. */
-const SAGA_ACTIVITIES = 4 + orderSaga.steps.length;
-const CONTENDERS = { bare: `bare workflow (${SAGA_ACTIVITIES} no-op activities)`, saga: 'order saga' } as const;
+/**
+ * What one order saga runs: planSaga and reserveIntent as local activities (confirming the gate's
+ * reservation), then writeEntity, finalizeEntity, one runStep per step and completeEntity.
+ */
+const SAGA_LOCAL_ACTIVITIES = 2;
+const SAGA_ACTIVITIES = 3 + orderSaga.steps.length;
+const CONTENDERS = { bare: `bare workflow (${SAGA_LOCAL_ACTIVITIES} local + ${SAGA_ACTIVITIES} no-op activities)`, saga: 'order saga' } as const;
 
 /** Runs benchmark 4. */
 export async function sagaThroughput({ sizes, progress, workers }: BenchContext): Promise<BenchResult> {
@@ -55,7 +59,7 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
         await client.workflow.execute(noopActivitiesWorkflow, {
           taskQueue: workers.bareConfig.temporal.taskQueue,
           workflowId: `bench-bare-${randomUUID()}`,
-          args: [SAGA_ACTIVITIES],
+          args: [SAGA_ACTIVITIES, SAGA_LOCAL_ACTIVITIES],
         });
       });
       const saga = contender(CONTENDERS.saga, async () => {
@@ -73,15 +77,15 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
   const withRatio = withRatios(rows);
   const targets: TargetCheck[] = [...new Set(withRatio.map((r) => r.case))].map((caseName) => {
     const ratio = figureOf(withRatio, caseName, CONTENDERS.saga, 'throughput').ratio ?? Number.NaN;
-    return { case: caseName, contender: CONTENDERS.saga, requirement: '≥ 0.85× bare ceiling', measured: formatRatio(ratio), met: ratio >= 0.85 };
+    return { case: caseName, contender: CONTENDERS.saga, requirement: '≥ 0.9× bare ceiling', measured: formatRatio(ratio), met: ratio >= 0.9 };
   });
   return {
     name: 'saga-throughput',
     title: '4. Saga throughput: completed workflows per second',
-    baseline: `the Temporal ceiling: a bare workflow running ${SAGA_ACTIVITIES} no-op activities in sequence (as many as an order saga runs), on as many bench worker processes (bench/bare-worker.ts, same Worker settings)`,
+    baseline: `the Temporal ceiling: a bare workflow running ${SAGA_LOCAL_ACTIVITIES} no-op local activities and ${SAGA_ACTIVITIES} no-op activities in sequence (as many of each as an order saga runs), on as many bench worker processes (bench/bare-worker.ts, same Worker settings)`,
     method:
-      `${inFlight} workflows in flight from one client, each started as soon as one ends; ${perRound} per round. Order sagas are started with SagaClient.start (update-with-start) and ` +
-      `must end COMPLETED (reserve, fenced write, finalise, charge, reserve stock, complete); the bare workflow is started with workflow.execute. Worker processes: src/worker.ts and bench/bare-worker.ts under tsx. ` +
+      `${inFlight} workflows in flight from one client, each started as soon as one ends; ${perRound} per round. Order sagas are started with SagaClient.start (the gate: reserve in Redis, one PostgreSQL lookup, one workflow.start) and ` +
+      `must end COMPLETED (plan and confirm the reservation, fenced write, finalise, charge, reserve stock, complete); the bare workflow is started with workflow.execute. Worker processes: src/worker.ts and bench/bare-worker.ts under tsx. ` +
       `p50/p99: start to end of one workflow. CPU by process: the dev server, the worker process trees, every PostgreSQL backend of the server (whoever it serves), Redis (INFO cpu), and this process (the client).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },

@@ -3,12 +3,14 @@
 KEYS[1]  <prefix>processing:{<intent>}
 KEYS[2]  <prefix>entity_exists:{<intent>}
 ARGV[1]  lock value <sessionId>:<token> of the caller
-ARGV[2]  the caller's token (recorded in entity_exists)
+ARGV[2]  the caller's token
 ARGV[3]  TTL of entity_exists in milliseconds, or '0' for none
 
 Replies
-  {'FINALIZED'}   the caller held the lease: entity_exists = token, processing deleted; or a retry
-                  after that (entity_exists already records this token)
+  {'FINALIZED'}   the caller held the lease: entity_exists = <sessionId>:<token> (the owner, so a retry
+                  of the same request can tell its own entity from another's), processing deleted; or a
+                  retry after that (entity_exists already records this owner, or this bare token when
+                  an earlier version wrote it)
   {'LOST'}        the caller does not hold the lease and the entity is not recorded as its own;
                   nothing written ]]
 
@@ -20,16 +22,17 @@ local expected, token, existsTtlMs = ARGV[1], ARGV[2], ARGV[3]
        A: SET entity_exists t1        the entity is marked with a token PostgreSQL has fenced out ]]
 if redis.call('GET', processing) == expected then
   if existsTtlMs ~= '0' then
-    redis.call('SET', exists, token, 'PX', existsTtlMs)
+    redis.call('SET', exists, expected, 'PX', existsTtlMs)
   else
-    redis.call('SET', exists, token)
+    redis.call('SET', exists, expected)
   end
   redis.call('DEL', processing)
   return {'FINALIZED'}
 end
 
 -- An activity retry after a finalize whose reply was lost: the marker is already ours.
-if redis.call('GET', exists) == token then
+local marker = redis.call('GET', exists)
+if marker == expected or marker == token then
   return {'FINALIZED'}
 end
 return {'LOST'}

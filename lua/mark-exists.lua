@@ -4,6 +4,7 @@ KEYS[1]  <prefix>entity_exists:{<intent>}
 KEYS[2]  <prefix>fence:{<intent>}
 ARGV[1]  the token PostgreSQL recorded for the entity
 ARGV[2]  TTL of entity_exists in milliseconds, or '0' for none
+ARGV[3]  the session PostgreSQL recorded with it, or '' when unknown (the marker is then the bare token)
 
 Replies
   {'MARKED'}                  entity_exists records this token (or a newer one, which is kept: the
@@ -22,7 +23,9 @@ local function greater(a, b)
 end
 
 local exists, fence = KEYS[1], KEYS[2]
-local token, existsTtlMs = ARGV[1], ARGV[2]
+local token, existsTtlMs, session = ARGV[1], ARGV[2], ARGV[3]
+local value = token
+if session and session ~= '' then value = session .. ':' .. token end
 
 local last = redis.call('GET', fence)
 if last and not string.match(last, '^[1-9]%d*$') then
@@ -35,11 +38,13 @@ end
        A: mark-exists t1                           overwriting would strand t2's marker: B's
                                                    compensation could then never free it ]]
 local current = redis.call('GET', exists)
-if not (current and string.match(current, '^[1-9]%d*$') and greater(current, token)) then
+-- The marker is <sessionId>:<token>, or a bare token written before owners were kept.
+local currentToken = current and (string.match(current, '^([1-9]%d*)$') or string.match(current, ':([1-9]%d*)$'))
+if not (currentToken and greater(currentToken, token)) then
   if existsTtlMs ~= '0' then
-    redis.call('SET', exists, token, 'PX', existsTtlMs)
+    redis.call('SET', exists, value, 'PX', existsTtlMs)
   else
-    redis.call('SET', exists, token)
+    redis.call('SET', exists, value)
   end
 end
 

@@ -1,17 +1,20 @@
 --[[ reserve: take the lease of an intent, or say why not, in one atomic step.
 
 KEYS[1]  <prefix>processing:{<intent>}     lease, value <sessionId>:<token>, TTL = lease
-KEYS[2]  <prefix>entity_exists:{<intent>}  set once the entity exists
+KEYS[2]  <prefix>entity_exists:{<intent>}  set once the entity exists: <sessionId>:<token> of its saga
+                                           (a bare <token> when it was written before owners were kept)
 KEYS[3]  <prefix>fence:{<intent>}          last token issued for the intent (no TTL)
 ARGV[1]  session id (validated by the caller: no ':', braces or whitespace)
 ARGV[2]  lease in milliseconds (positive integer)
 
 Replies
-  {'DUPLICATE'}                       entity_exists is set
+  {'DUPLICATE', marker}               entity_exists is set; marker is its value, so a caller can tell
+                                      its own saga's entity (a retry of the same request) from another's
   {'CONFLICT', retryAfterMs}          another session holds the lease; retryAfterMs = its PTTL
-  {'SUCCESS', token, expiresAtMs}     lease taken with a new token; or this session already holds it
-                                      (an activity retry): the same token and the current expiry, the
-                                      lease is not lengthened (extending is extend's job)
+  {'SUCCESS', token, expiresAtMs, 0}  lease taken with a new token
+  {'SUCCESS', token, expiresAtMs, 1}  this session already holds it (a retry of the same saga): the
+                                      same token and the current expiry, the lease is not lengthened
+                                      (extending is extend's job)
   error 'RMS_CORRUPT ...'             the fence key holds something that is not a token
   error 'RMS_FENCE_EXHAUSTED ...'     the next token would not fit a PostgreSQL bigint
 
@@ -43,8 +46,9 @@ end
 local processing, exists, fence = KEYS[1], KEYS[2], KEYS[3]
 local session, leaseMs = ARGV[1], ARGV[2]
 
-if redis.call('EXISTS', exists) == 1 then
-  return {'DUPLICATE'}
+local marker = redis.call('GET', exists)
+if marker then
+  return {'DUPLICATE', marker}
 end
 
 local time = redis.call('TIME')
@@ -59,7 +63,7 @@ if holder then
   if remaining < 0 then remaining = 0 end -- never stored without a TTL; don't report a negative wait
   local holderSession, holderToken = string.match(holder, '^([^:]+):(%d+)$')
   if holderSession == session then
-    return {'SUCCESS', holderToken, nowMs + remaining}
+    return {'SUCCESS', holderToken, nowMs + remaining, 1}
   end
   return {'CONFLICT', remaining}
 end
@@ -79,4 +83,4 @@ end
 
 redis.call('SET', processing, session .. ':' .. token, 'PX', leaseMs)
 redis.call('SET', fence, token)
-return {'SUCCESS', token, nowMs + tonumber(leaseMs)}
+return {'SUCCESS', token, nowMs + tonumber(leaseMs), 0}

@@ -1,47 +1,81 @@
 /**
- * Records the histories that test/workflows/replay.test.ts replays: a completed saga, a duplicate
- * and a compensated one, run for real against the dev stack (`make dev`). Run it when the workflow
- * changes on purpose (with a versioning plan for running sagas), and commit the files.
+ * Records the histories that test/workflows/replay.test.ts replays: one per saga shape, run for real
+ * against the dev stack (`make dev`). Run it when the workflow changes on purpose (with a versioning
+ * plan for running sagas), and commit the files. The `legacy-*` files were recorded before the gate
+ * (the workflow reserved by itself, with its run id as the session) and are kept, never re-recorded:
+ * they prove that sagas started then still replay.
+ *
+ *   npx tsx scripts/record-histories.ts
  */
+import { execFile, execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { loadConfigOrExit } from '../src/config';
+import { SAGA_OUTCOME, sagaWorkflowId } from '../src/shared';
 import { createWorker } from '../src/worker';
+
+const DIR = path.join(__dirname, '../test/workflows/histories');
 
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
-  const config = loadConfigOrExit({ ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}` });
-  const { worker, close } = await createWorker({ config });
+  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}` };
+  const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
   const client = await SagaClient.connect(config);
+  // A lease that ends before the worker starts: the saga has to reserve again.
+  const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
+  const shortClient = await SagaClient.connect(shortLease);
+  const cli = (args: string[]) =>
+    execFileSync(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace], { encoding: 'utf8' });
   const cart = (card: string, sku = 'widget', quantity = 1) => ({
     customer: `recorder-${randomUUID()}`,
     items: [{ sku, quantity, priceCents: 500 }],
     payment: { card },
   });
+  const startByType = (key: string, input: unknown) => {
+    const workflowId = sagaWorkflowId('order', key);
+    cli(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
+    return workflowId;
+  };
+  const shapes: Record<string, string> = {};
   try {
-    await worker.runUntil(async () => {
-      const completedCart = cart('4242424242424242');
-      const runs = {
-        completed: await client.start('order', completedCart),
-        duplicate: undefined as unknown as Awaited<ReturnType<SagaClient['start']>>,
-        compensated: await client.start('order', cart('4242424242424242', 'rare-coin', 2)),
-      };
-      await client.result(runs.completed.workflowId);
-      runs.duplicate = await client.start('order', completedCart);
-      for (const [name, run] of Object.entries(runs)) {
-        const state = await client.result(run.workflowId);
-        // The CLI writes the canonical proto JSON that the SDK's replayer reads.
-        const history = execFileSync(temporal, ['workflow', 'show', '--workflow-id', run.workflowId, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--output', 'json']);
-        writeFileSync(path.join(__dirname, '../test/workflows/histories', `${name}.json`), history);
-        console.log(`${name}: ${run.workflowId} ${state.outcome}${state.reason ? ` (${state.reason})` : ''}`);
-      }
-    });
+    // Started by SagaClient before any worker runs; the third one's gate lease ends first.
+    shapes['gate-completed'] = (await client.start('order', cart('4242424242424242'))).workflowId;
+    shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
+    shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
+    await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
+    // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
+    const held = cart('4242424242424242');
+    const holder = await client.start('order', held);
+    const key = randomUUID();
+    shapes['by-type-completed'] = startByType(key, { type: 'order', idempotencyKey: key, data: cart('4242424242424242') });
+    const conflictKey = randomUUID();
+    shapes['by-type-conflict'] = startByType(conflictKey, { type: 'order', idempotencyKey: conflictKey, data: held });
+    const badKey = randomUUID();
+    shapes['by-type-invalid'] = startByType(badKey, { type: 'order', idempotencyKey: badKey, payload: held });
+
+    const { worker, close } = await createWorker({ config });
+    try {
+      await worker.runUntil(async () => {
+        // Asynchronously: the worker answering the update runs in this process.
+        const args = ['workflow', 'update', 'execute', '--name', 'reservation', '--workflow-id', shapes['by-type-completed']!];
+        await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace]);
+        await Promise.all([...Object.values(shapes), holder.workflowId].map((id) => client.result(id).catch(() => undefined)));
+      });
+    } finally {
+      await close();
+    }
+    for (const [name, workflowId] of Object.entries(shapes)) {
+      // The CLI writes the canonical proto JSON that the SDK's replayer reads.
+      writeFileSync(path.join(DIR, `${name}.json`), cli(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json']));
+      const description = await client.temporal.workflow.getHandle(workflowId).describe();
+      console.log(`${name}: ${workflowId} ${description.status.name} ${description.typedSearchAttributes.get(SAGA_OUTCOME) ?? ''}`);
+    }
   } finally {
     await client.close();
-    await close();
+    await shortClient.close();
   }
 }
 

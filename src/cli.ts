@@ -120,15 +120,16 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
         const r = started.reservation;
         let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
         let final: SagaState | undefined;
-        if (opts.wait) {
+        // A request rejected at the gate has no saga to wait for.
+        if (opts.wait && started.started) {
           final = await follow(client, started);
           exit = exitForState(final);
         }
         print({ ...started, ...(final ? { final } : {}) }, !!opts.json, () =>
           [
-            `${started.workflowId}: ${r.status}${r.status === 'SUCCESS' ? ` (fencing token ${r.fencingToken})` : r.status === 'CONFLICT' ? ` (retry after ${r.retryAfterMs} ms)` : ''}`,
+            `${started.started ? started.workflowId : opts.type}: ${r.status}${r.status === 'SUCCESS' ? ` (fencing token ${r.fencingToken})` : r.status === 'CONFLICT' ? ` (retry after ${r.retryAfterMs} ms)` : ''}${started.outcome ? `, saga already ended ${started.outcome}` : ''}`,
             ...(final ? [`final: ${final.outcome}${final.reason ? ` (${final.reason})` : ''}`] : []),
-            `UI: ${started.url}`,
+            started.url ? `UI: ${started.url}` : 'rejected at the gate: no saga was started',
           ].join('\n'),
         );
         setExit(exit);
@@ -216,7 +217,7 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
         print({ intentKey: input.intentKey, rms, row: row ?? null }, !!opts.json, () =>
           [
             `intent ${input.intentKey}`,
-            `redis: ${rms.holder ? `held by ${rms.holder.sessionId} (token ${rms.holder.fencingToken}, ${rms.holder.remainingMs} ms left)` : 'not held'}, ${rms.exists ? `exists (token ${rms.existsToken})` : 'no entity'}`,
+            `redis: ${rms.holder ? `held by ${rms.holder.sessionId} (token ${rms.holder.fencingToken}, ${rms.holder.remainingMs} ms left)` : 'not held'}, ${rms.exists ? `exists (token ${rms.existsToken}${rms.existsSessionId ? `, saga session ${rms.existsSessionId}` : ''})` : 'no entity'}`,
             `postgres: ${row ? `row ${row.id} ${row.status} (token ${row.lastFencingToken})` : 'no row'}`,
           ].join('\n'),
         );

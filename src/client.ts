@@ -1,21 +1,23 @@
 /**
- * The library API for starting and inspecting sagas. `start` is one round trip: update-with-start
- * starts the saga (or joins the one with the same idempotency key) and returns its reservation answer.
+ * The library API for starting and inspecting sagas. `start` is the gate: the request is validated
+ * and reduced to its intent, the intent is reserved in Redis (SUCCESS adds one PostgreSQL point
+ * lookup), and only a SUCCESS starts a workflow, with one start call. DUPLICATE and CONFLICT are
+ * answered without Temporal and leave nothing behind.
  */
 import {
   Client,
-  WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  isGrpcServiceError,
+  WorkflowFailedError,
   type Connection,
-  type WorkflowHandle,
-  type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import type { Cluster, Redis } from 'ioredis';
+import type { Pool } from 'pg';
 import type { Config } from './config';
-import { prepareSaga, SagaInputError } from './sagas';
+import { createPool } from './db/pool';
+import { reserveIntent, type GateAnswer } from './gate';
+import { Rms } from './rms';
+import { createRedis } from './rms/connection';
+import { prepareSaga, sagaDefinition, sagaSessionId, SagaInputError, type SagaTypes } from './sagas';
 import {
   ErrorType,
   INTENT_KEY,
@@ -28,6 +30,9 @@ import {
   stateQuery,
   type ReservationAnswer,
   type SagaInput,
+  type SagaMemo,
+  type SagaOutcome,
+  type SagaStart,
   type SagaState,
   type SagaTimings,
 } from './shared';
@@ -38,22 +43,36 @@ import { reservationSaga } from './workflows/reservation-saga';
 export interface SagaClientOptions {
   /** A Temporal client on the sagas' namespace. */
   client: Client;
+  /** The RMS the gate reserves in (the workers' Redis and key prefix). */
+  rms: Rms;
+  /** PostgreSQL, for the truth check of a SUCCESS (the workers' database). */
+  pool: Pool;
   /** Task queue the workers poll. */
   taskQueue: string;
   /** Base URL of the Temporal UI, for links. */
   uiUrl: string;
   /** Lease and heartbeat timings given to every saga started. */
   timings: SagaTimings;
+  /** The saga types accepted (the workers' own). @default the project's (`sagaTypes`) */
+  types?: SagaTypes;
 }
 
 /** The answer of {@link SagaClient.start}. */
 export interface StartedSaga {
+  /** The workflow id this idempotency key names (`<type>-<key>`), whether or not a saga exists. */
   workflowId: string;
-  runId: string;
+  /** The saga's run; absent when the gate rejected the request and no saga was started. */
+  runId?: string;
   intentKey: string;
+  idempotencyKey: string;
+  /** SUCCESS (a saga runs, or ran, for this key), DUPLICATE or CONFLICT (answered at the gate). */
   reservation: ReservationAnswer;
-  /** The saga in the Temporal UI. */
-  url: string;
+  /** Whether a saga exists for this key. False for DUPLICATE and CONFLICT answered at the gate. */
+  started: boolean;
+  /** When this key's saga has already ended (a retry after the end): its final outcome. */
+  outcome?: SagaOutcome;
+  /** The saga in the Temporal UI; absent when no saga was started. */
+  url?: string;
 }
 
 /** One saga in a listing. */
@@ -77,36 +96,62 @@ export interface ListFilter {
   limit?: number;
 }
 
+/** How many answers the gate gave, by status: rejected requests have no saga page to count them by. */
+export type GateCounts = Record<ReservationAnswer['status'], number>;
+
+/** What one start call answers, before the fields every answer shares. */
+type GateReply = Omit<StartedSaga, 'workflowId' | 'intentKey' | 'idempotencyKey'>;
+
 const VISIBILITY_VALUE = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 /** Starts, finds and inspects sagas. */
 export class SagaClient {
   readonly #options: SagaClientOptions;
-  readonly #connection?: Connection;
+  readonly #close?: () => Promise<void>;
+  readonly #counts: GateCounts = { SUCCESS: 0, DUPLICATE: 0, CONFLICT: 0 };
 
-  constructor(options: SagaClientOptions, connection?: Connection) {
+  constructor(options: SagaClientOptions, close?: () => Promise<void>) {
     this.#options = options;
-    this.#connection = connection;
+    this.#close = close;
   }
 
-  /** Connects with the config's Temporal settings; {@link close} closes that connection. */
+  /**
+   * Connects to Temporal, Redis and PostgreSQL with the config's settings; {@link close} closes
+   * what it opened.
+   */
   static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
-    const connection = await connectClient(config.temporal);
+    const connection: Connection = await connectClient(config.temporal);
+    const redis: Redis | Cluster = createRedis(config.redis);
+    const pool = createPool(config.db);
     const client = new Client({ connection, namespace: config.temporal.namespace });
     return new SagaClient(
-      { client, taskQueue: config.temporal.taskQueue, uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`, timings: { ...config.saga, compensationAttempts } },
-      connection,
+      {
+        client,
+        rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
+        pool,
+        taskQueue: config.temporal.taskQueue,
+        uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
+        timings: { ...config.saga, compensationAttempts },
+      },
+      async () => {
+        await Promise.allSettled([connection.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);
+      },
     );
   }
 
-  /** Closes the connection opened by {@link connect}. */
+  /** Closes the connections opened by {@link connect}. */
   async close(): Promise<void> {
-    await this.#connection?.close();
+    await this.#close?.();
   }
 
   /** The Temporal client underneath. */
   get temporal(): Client {
     return this.#options.client;
+  }
+
+  /** The answers this client's `start` gave so far, by status (retries of one key included). */
+  get gateCounts(): Readonly<GateCounts> {
+    return { ...this.#counts };
   }
 
   /** The saga's page in the Temporal UI. */
@@ -116,82 +161,131 @@ export class SagaClient {
 
   /** Validates a request without starting anything (SagaInputError when it is bad). */
   prepare(type: string, data: unknown, idempotencyKey?: string): SagaInput {
-    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings });
+    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings, types: this.#options.types });
   }
 
   /**
-   * Starts a saga, or joins the one already started with the same idempotency key, and returns the
-   * reservation answer. Bad input, or the same key with another payload, throws SagaInputError and
-   * starts nothing.
+   * The gate. Validates the request, reserves its intent and answers:
+   * - DUPLICATE (the entity of another request exists) or CONFLICT (another request holds the
+   *   intent; retry after `retryAfterMs`): no workflow is started, nothing durable is written, and
+   *   the same key may be retried later for a fresh answer;
+   * - SUCCESS: the saga was started, with the reservation, in one start call;
+   * - for a key whose saga exists: the same SUCCESS and token while it runs, its recorded answer
+   *   and `outcome` once it ended (from the saga's memo and search attributes: no worker needed).
+   * Bad input, or the same key with another payload, throws SagaInputError and starts nothing.
+   * Redis, PostgreSQL or Temporal out of reach throws their error; nothing is started, and a lease
+   * taken for a saga that may not exist ends with its lease.
    */
   async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
     const input = this.prepare(type, data, options.idempotencyKey);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
-    // Concurrent identical requests from this client share one round trip.
+    // Concurrent identical requests from this client share one answer.
     const flightKey = `${workflowId}\u0000${input.requestHash}`;
     let flight = this.#inFlight.get(flightKey);
     if (!flight) {
       flight = this.#startOnce(input, workflowId).finally(() => this.#inFlight.delete(flightKey));
       this.#inFlight.set(flightKey, flight);
     }
-    const { runId, reservation } = await flight;
-    return { workflowId, runId, intentKey: input.intentKey, reservation, url: this.url(workflowId) };
+    const answer = await flight;
+    this.#counts[answer.reservation.status]++;
+    return { ...answer, workflowId, intentKey: input.intentKey, idempotencyKey: input.idempotencyKey };
   }
 
-  readonly #inFlight = new Map<string, Promise<{ runId: string; reservation: ReservationAnswer }>>();
+  readonly #inFlight = new Map<string, Promise<GateReply>>();
 
-  async #startOnce(input: SagaInput, workflowId: string): Promise<{ runId: string; reservation: ReservationAnswer }> {
-    const { client } = this.#options;
-    const startOperation = new WithStartWorkflowOperation(reservationSaga, {
-      workflowId,
-      taskQueue: this.#options.taskQueue,
-      args: [input],
-      // A retry with the same key joins the running saga; a finished one is never started again.
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      typedSearchAttributes: [
-        { key: SAGA_TYPE, value: input.type },
-        { key: SAGA_PHASE, value: SagaPhase.RESERVING },
-        { key: INTENT_KEY, value: input.intentKey },
-      ],
-      staticSummary: `${input.type} saga, intent ${input.intentKey}`,
-    });
-    const request = { args: [{ requestHash: input.requestHash }] as [{ requestHash: string }] };
+  async #startOnce(input: SagaInput, workflowId: string): Promise<GateReply> {
+    const { client, rms, pool } = this.#options;
+    const sessionId = sagaSessionId(client.options.namespace, workflowId);
+    const table = this.#table(input.type);
+    const gate = await reserveIntent({ rms, pool }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
+    if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
+    if (gate.status === 'DUPLICATE') {
+      if (gate.owner.sessionId !== sessionId) return this.#rejected({ status: 'DUPLICATE' });
+      // The entity is this key's own saga's: a retry of a request that already succeeded.
+      return this.#answerOfExisting(input, workflowId, sessionId, gate);
+    }
+    const reservation = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
+    const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
+    const start: SagaStart = { type: input.type, idempotencyKey: input.idempotencyKey, data: input.payload, timings: input.timings, reservation };
     try {
-      // Bounded: under contention on one workflow id the server may keep answering a retried
-      // update-with-start with a retryable error (e.g. "StartDeduped"); then we join by plain update.
-      const reservation = await client.withDeadline(Date.now() + UPDATE_WITH_START_DEADLINE_MS, () =>
-        client.workflow.executeUpdateWithStart(reservationUpdate, { ...request, startWorkflowOperation: startOperation }),
-      );
-      // The start response usually carries the run id (the handle's declared type does not say so);
-      // a caller that joined an existing saga may get none back, and then asks.
-      const handle = (await startOperation.workflowHandle()) as Partial<WorkflowHandleWithFirstExecutionRunId> & WorkflowHandle;
-      return { reservation, runId: handle.firstExecutionRunId ?? (await handle.describe()).runId };
+      const handle = await client.workflow.start(reservationSaga, {
+        workflowId,
+        taskQueue: this.#options.taskQueue,
+        args: [start],
+        // One saga per key, ever: a running one is joined below, a finished one is never started again.
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        memo: { requestHash: input.requestHash, reservation: answer } satisfies SagaMemo,
+        typedSearchAttributes: [
+          { key: SAGA_TYPE, value: input.type },
+          { key: SAGA_PHASE, value: SagaPhase.RESERVING },
+          { key: INTENT_KEY, value: input.intentKey },
+        ],
+        staticSummary: `${input.type} saga, intent ${input.intentKey}`,
+      });
+      return {
+        runId: handle.firstExecutionRunId,
+        reservation: answer,
+        started: true,
+        url: this.url(workflowId),
+      };
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfFinished(input, workflowId);
-      if (isKeyReuse(err)) throw keyReused(input.idempotencyKey);
-      if (!isGrpcServiceError(err) && !isGrpcServiceError((err as { cause?: unknown }).cause)) throw err;
-      const handle = client.workflow.getHandle(workflowId);
-      try {
-        const reservation = await handle.executeUpdate(reservationUpdate, request);
-        return { reservation, runId: (await handle.describe()).runId };
-      } catch (joinErr) {
-        if (isKeyReuse(joinErr)) throw keyReused(input.idempotencyKey);
-        if (joinErr instanceof WorkflowNotFoundError || /completed|not found/i.test((joinErr as Error).message)) {
-          return this.#answerOfFinished(input, workflowId);
-        }
-        throw joinErr;
-      }
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfExisting(input, workflowId, sessionId, gate);
+      // The start may have landed with its reply lost: the lease is left to the saga, or to expire.
+      throw err;
     }
   }
 
-  /** The saga with this key has already finished: answer from its recorded state. */
-  async #answerOfFinished(input: SagaInput, workflowId: string): Promise<{ runId: string; reservation: ReservationAnswer }> {
+  #rejected(reservation: Extract<ReservationAnswer, { status: 'DUPLICATE' | 'CONFLICT' }>): GateReply {
+    return { reservation, started: false };
+  }
+
+  #table(type: string) {
+    // prepare() has checked the type already.
+    return sagaDefinition(type, this.#options.types).table;
+  }
+
+  /**
+   * The key's saga exists: check that it was started with this payload, then answer from it. Its
+   * memo holds the request hash and its current answer, and its search attributes its outcome, so
+   * one describe call answers for a running or an ended saga, with no worker. (A saga that a plain
+   * Temporal client started and that has not reserved yet answers through its update.) A lease the
+   * gate took just now for this key is given back unless the running saga may still adopt it: it
+   * confirms by reserving with the same session.
+   */
+  async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer): Promise<GateReply> {
     const handle = this.#options.client.workflow.getHandle(workflowId);
-    const state = await handle.query(stateQuery);
-    if (state.requestHash !== input.requestHash) throw keyReused(input.idempotencyKey);
-    if (!state.reservation) throw new Error(`saga ${workflowId} ended without a reservation answer (${state.reason ?? state.phase})`);
-    return { reservation: state.reservation, runId: (await handle.describe()).runId };
+    const description = await handle.describe();
+    const running = description.status.name === 'RUNNING';
+    const attributes = description.typedSearchAttributes;
+    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !(running && attributes.get(INTENT_KEY) === input.intentKey)) {
+      await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
+    }
+    const memo = (description.memo ?? {}) as SagaMemo;
+    let recordedHash = memo.requestHash;
+    let answer = memo.reservation;
+    if (recordedHash === undefined || answer === undefined) {
+      // Started by a plain Temporal client, and not yet (or never) reserved.
+      const state = running ? await handle.query(stateQuery) : await this.#finalState(workflowId);
+      recordedHash = state.requestHash;
+      answer = state.reservation;
+    }
+    if (recordedHash !== input.requestHash) throw keyReused(input.idempotencyKey);
+    answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: input.requestHash }] });
+    const outcome = running ? undefined : attributes.get(SAGA_OUTCOME);
+    return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome: outcome as SagaOutcome } : {}) };
+  }
+
+  /** The final state of an ended saga, from its history (no worker needed). */
+  async #finalState(workflowId: string): Promise<SagaState> {
+    try {
+      return (await this.#options.client.workflow.getHandle(workflowId).result()) as SagaState;
+    } catch (err) {
+      if (err instanceof WorkflowFailedError) {
+        throw new SagaEndedError(workflowId, 'FAILED', `saga ${workflowId} failed without an answer: ${err.cause?.message ?? err.message}`);
+      }
+      throw err;
+    }
   }
 
   /** Waits for the saga to end and returns its final state. */
@@ -249,23 +343,17 @@ export class SagaClient {
   }
 }
 
-/** Thrown when an operation needs a running saga and this one has ended. */
+/** Thrown when an operation needs a running saga and this one has ended, or when a saga ended without an answer. */
 export class SagaEndedError extends Error {
   override readonly name = 'SagaEndedError';
   constructor(
     readonly workflowId: string,
     /** The workflow execution status, e.g. COMPLETED. */
     readonly status: string,
+    message = `saga ${workflowId} has already ended (${status}); there is nothing to cancel`,
   ) {
-    super(`saga ${workflowId} has already ended (${status}); there is nothing to cancel`);
+    super(message);
   }
-}
-
-/** How long one update-with-start may take before the client joins the saga by a plain update. */
-const UPDATE_WITH_START_DEADLINE_MS = 10_000;
-
-function isKeyReuse(err: unknown): boolean {
-  return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === ErrorType.IDEMPOTENCY_KEY_REUSED;
 }
 
 function keyReused(key: string): SagaInputError {

@@ -13,10 +13,14 @@ import { createPool } from './db/pool';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
+import type { SagaTypes } from './sagas';
 import { connectWorker } from './temporal';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
+
+/** Attempts of a compensation, for sagas started without timings. */
+export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
 
 /** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */
 export interface StartWorkerOptions {
@@ -25,6 +29,8 @@ export interface StartWorkerOptions {
   connection?: NativeConnection;
   /** Workflow code: a prebuilt bundle, or else the bundle in dist/, or else the sources. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** The saga types to run. @default the project's (`sagaTypes`) */
+  sagaTypes?: SagaTypes;
   /** Extra Worker options (e.g. identity, concurrency). */
   workerOptions?: Partial<WorkerOptions>;
 }
@@ -61,7 +67,14 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
-      activities: createActivities({ redis, rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }), pool, keyPrefix: config.redis.keyPrefix }),
+      activities: createActivities({
+        redis,
+        rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
+        pool,
+        keyPrefix: config.redis.keyPrefix,
+        timings: { ...config.saga, compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS },
+        types: options.sagaTypes,
+      }),
       shutdownGraceTime: '10 seconds',
       ...workflowSource,
       ...options.workerOptions,

@@ -17,8 +17,19 @@ export interface Sizes {
   duplicates: { clients: number; intentsPerRound: number; roundMs: number };
   /** Redis memory: keys created per round, and rounds. */
   memory: { keys: number; rounds: number };
-  /** Early answer: rounds, in-flight starts per case, and starts per round at each. */
-  earlyAnswer: { rounds: number; concurrencies: number[]; startsPerRound: (concurrency: number) => number; roundMs: number };
+  /**
+   * Early answer: requests in flight per case (every answer is measured at each); DUPLICATE and
+   * CONFLICT rounds (`rounds` of them) last `rejectedRoundMs`, their warm-up `rejectedWarmupMs`;
+   * SUCCESS runs `successRounds` rounds of `startsPerRound(concurrency)` starts, each within `successRoundMs`.
+   */
+  earlyAnswer: {
+    concurrencies: number[];
+    rejectedRoundMs: number;
+    rejectedWarmupMs: number;
+    successRounds: number;
+    startsPerRound: (concurrency: number) => number;
+    successRoundMs: number;
+  };
   /** Saga throughput: rounds, worker processes per case, workflows per round, and how many are in flight. */
   sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
 }
@@ -29,7 +40,14 @@ const FULL: Sizes = {
   duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
   memory: { keys: 100_000, rounds: 3 },
   // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
-  earlyAnswer: { rounds: 3, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 30 : 128), roundMs: 15_000 },
+  earlyAnswer: {
+    concurrencies: [1, 32, 64],
+    rejectedRoundMs: 1000,
+    rejectedWarmupMs: 300,
+    successRounds: 3,
+    startsPerRound: (c) => (c === 1 ? 30 : 128),
+    successRoundMs: 15_000,
+  },
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
 };
 
@@ -38,7 +56,15 @@ const QUICK: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
   memory: { keys: 100_000, rounds: 1 },
-  earlyAnswer: { rounds: 2, concurrencies: [1, 32], startsPerRound: (c) => (c === 1 ? 8 : 32), roundMs: 10_000 },
+  // SUCCESS at 64 in flight: one start per lane, so every lane is busy once.
+  earlyAnswer: {
+    concurrencies: [1, 32, 64],
+    rejectedRoundMs: 250,
+    rejectedWarmupMs: 100,
+    successRounds: 2,
+    startsPerRound: (c) => (c === 1 ? 8 : c),
+    successRoundMs: 10_000,
+  },
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
 };
 

@@ -61,6 +61,8 @@ export interface BenchResult {
   targets: TargetCheck[];
   /** The metric the chart shows. */
   chartMetric: string;
+  /** The chart's value axis: `log` when the figures span orders of magnitude. @default linear */
+  chartScale?: 'linear' | 'log';
   /** Lines printed under the table: where the time goes (see {@link cpuNote}). */
   notes?: string[];
   /** Anything else worth keeping in the JSON (settings, raw tool output figures). */
@@ -163,6 +165,9 @@ export function renderTable(result: BenchResult): string {
     const target = checks.map((t) => `${t.requirement}: ${t.measured}, **${t.met ? 'met' : 'not met'}**`).join('; ');
     lines.push(`| ${[row.case, row.baseline ? `${row.contender} (baseline)` : row.contender, ...cells, target || ''].join(' | ')} |`);
   }
+  // Targets on something other than a row (e.g. a count over the whole benchmark) follow the table.
+  const rowless = result.targets.filter((t) => !result.rows.some((r) => r.case === t.case && r.contender === t.contender));
+  if (rowless.length > 0) lines.push('', ...rowless.map((t) => `Target, ${t.case}, ${t.contender}: ${t.requirement}: ${t.measured}, **${t.met ? 'met' : 'not met'}**`));
   lines.push('', `Baseline: ${result.baseline}. ${result.method}`);
   for (const note of result.notes ?? []) lines.push('', note);
   return lines.join('\n');

@@ -1,32 +1,47 @@
 /**
- * The demo's scripted scenario: real `order` sagas through a real worker, one scene at a time, each
- * saga checked against what the design says must happen. Customers carry the run id, so every run
- * creates new intents and the same database gives the same outcomes run after run.
+ * The demo's scripted scenario: real `order` requests through the gate (`SagaClient.start`) and a
+ * real worker, one scene at a time, each answer and each saga checked against what the design says
+ * must happen. Customers carry the run id, so every run creates new intents and the same database
+ * gives the same outcomes run after run.
  */
+import { performance } from 'node:perf_hooks';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { SagaClient, StartedSaga } from '../../src/client';
 import type { Rms } from '../../src/rms';
 import { DECLINED_CARD, type OrderInput } from '../../src/sagas';
-import { isTerminal, type SagaState } from '../../src/shared';
+import { isTerminal, sagaWorkflowId, type ReservationAnswer, type SagaState } from '../../src/shared';
+import { temporalAnswerArgs, temporalStartArgs } from './temporal-cli';
 
-/** One saga of the summary table. */
+/** What the table shows for a request that the gate rejected: it has no saga. */
+export const REJECTED_AT_GATE = 'rejected at the gate';
+
+/** One request of the summary table, and the saga it started or joined, if any. */
 export interface DemoRow {
-  /** Stable name within a run: dup-1 … dup-5, retry, declined, short-stock, long-write. */
+  /** Stable name within a run: dup-1 … dup-5, retry-1 … retry-3, declined, short-stock, long-write, plain-client. */
   id: string;
-  /** What the saga shows, for the table. */
-  saga: string;
+  /** What the request shows, for the table. */
+  request: string;
+  /** The workflow id its idempotency key names; a saga by that id exists only when `started`. */
   workflowId: string;
+  /** Whether a saga exists for the request (false: rejected at the gate, no workflow). */
+  started: boolean;
   intentKey: string;
-  /** The early answer of the reservation: SUCCESS, DUPLICATE or CONFLICT. */
+  /** The answer: SUCCESS, DUPLICATE or CONFLICT. */
   answer: string;
+  /** Whether the request went through the gate, `SagaClient.start` (the Temporal CLI's did not). */
+  viaGate: boolean;
+  /** How long `SagaClient.start` took to answer, in ms (absent for the Temporal CLI's request). */
+  answerMs?: number;
   fencingToken?: string;
+  /** The saga's final outcome, or {@link REJECTED_AT_GATE}. */
   outcome: string;
   reason?: string;
   compensationsRun: string[];
-  /** The saga in the Temporal UI. */
-  url: string;
+  /** The saga in the Temporal UI; absent when no saga was started. */
+  url?: string;
   /** What the scenario expects, in words. */
   expected: string;
-  /** Whether the saga ended as expected. */
+  /** Whether the request was answered, and its saga ended, as expected. */
   ok: boolean;
 }
 
@@ -34,6 +49,10 @@ export interface DemoRow {
 export interface ScenarioContext {
   client: SagaClient;
   rms: Rms;
+  /** The task queue the worker polls (the Temporal CLI's saga is started there). */
+  taskQueue: string;
+  /** Runs the Temporal CLI against the demo's server; resolves with its stdout. */
+  temporal: (args: readonly string[]) => Promise<string>;
   /** Short id of this run; part of every customer and idempotency key. */
   runId: string;
   /** The lease the sagas are started with (the long write takes three times as long). */
@@ -41,6 +60,9 @@ export interface ScenarioContext {
   /** Prints a progress line. */
   say: (line: string) => void;
 }
+
+/** A gate answer and how long it took. */
+type Answered = StartedSaga & { answerMs: number };
 
 /** A cart of `customer` (made unique by the run id) with overrides. */
 function cart(ctx: ScenarioContext, customer: string, overrides: Partial<OrderInput> = {}): OrderInput {
@@ -57,11 +79,23 @@ function cart(ctx: ScenarioContext, customer: string, overrides: Partial<OrderIn
 
 const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
 
-function describeAnswer(s: StartedSaga): string {
-  const r = s.reservation;
+/** One `SagaClient.start` of an order, timed from the call to its answer. */
+async function send(ctx: ScenarioContext, data: OrderInput, idempotencyKey: string): Promise<Answered> {
+  const before = performance.now();
+  const s = await ctx.client.start('order', data, { idempotencyKey });
+  return { ...s, answerMs: performance.now() - before };
+}
+
+function describeAnswer(r: ReservationAnswer): string {
   if (r.status === 'SUCCESS') return `SUCCESS, fencing token ${r.fencingToken}`;
   if (r.status === 'CONFLICT') return `CONFLICT, retry after ${r.retryAfterMs} ms`;
   return 'DUPLICATE';
+}
+
+/** The progress line of one answer. */
+function describe(s: Answered): string {
+  const what = s.started ? `saga ${s.workflowId}${s.outcome ? `, which already ended ${s.outcome}` : ''}` : `${REJECTED_AT_GATE}, no saga started`;
+  return `answered in ${s.answerMs.toFixed(1)} ms: ${describeAnswer(s.reservation)}; ${what}`;
 }
 
 /**
@@ -84,98 +118,140 @@ async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: S
   return ctx.client.result(workflowId);
 }
 
-function row(
-  id: string,
-  saga: string,
-  s: StartedSaga,
-  final: SagaState,
-  expected: string,
-  ok: boolean,
-): DemoRow {
+/** True when Temporal has no workflow by this id (a request rejected at the gate must leave none). */
+async function noSaga(ctx: ScenarioContext, workflowId: string): Promise<boolean> {
+  try {
+    await ctx.client.temporal.workflow.getHandle(workflowId).describe();
+    return false;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return true;
+    throw err;
+  }
+}
+
+/** The row of a request that started (or joined) a saga, with the saga's final state. */
+function sagaRow(id: string, request: string, s: Answered, final: SagaState, expected: string, ok: boolean): DemoRow {
   return {
     id,
-    saga,
+    request,
     workflowId: s.workflowId,
+    started: s.started,
     intentKey: s.intentKey,
     answer: s.reservation.status,
+    viaGate: true,
+    answerMs: s.answerMs,
     fencingToken: s.reservation.status === 'SUCCESS' ? s.reservation.fencingToken : undefined,
     outcome: final.outcome ?? final.phase,
     reason: final.reason,
     compensationsRun: final.compensationsRun,
     url: s.url,
     expected,
-    ok,
+    ok: ok && s.started && s.url !== undefined,
+  };
+}
+
+/**
+ * The row of a request the gate must reject with one of `statuses`: answered at once, no run, no
+ * link, and no workflow in Temporal. Nothing is waited for.
+ */
+async function rejectedRow(ctx: ScenarioContext, id: string, request: string, s: Answered, statuses: readonly string[], ok = true): Promise<DemoRow> {
+  const rejected = statuses.includes(s.reservation.status) && !s.started && s.runId === undefined && s.url === undefined;
+  return {
+    id,
+    request,
+    workflowId: s.workflowId,
+    started: s.started,
+    intentKey: s.intentKey,
+    answer: s.reservation.status,
+    viaGate: true,
+    answerMs: s.answerMs,
+    outcome: s.started ? `a saga was started (${s.workflowId})` : REJECTED_AT_GATE,
+    compensationsRun: [],
+    url: s.url,
+    expected: `${statuses.join(' or ')}, ${REJECTED_AT_GATE}: no saga`,
+    ok: ok && rejected && (await noSaga(ctx, s.workflowId)),
   };
 }
 
 const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
+const tokenOf = (s: StartedSaga) => (s.reservation.status === 'SUCCESS' ? s.reservation.fencingToken : undefined);
+
 /** Scene 1: four concurrent submissions of one cart, then a fifth after the first saga ended. */
 async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ada');
-  ctx.say(`1/5  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
-  const started = await Promise.all([1, 2, 3, 4].map((n) => ctx.client.start('order', data, { idempotencyKey: key(ctx, `dup-${n}`) })));
-  for (const s of started) ctx.say(`     ${s.workflowId}: ${describeAnswer(s)}`);
-  const winners = started.filter((s) => s.reservation.status === 'SUCCESS');
-  const finals = await Promise.all(started.map((s) => (s === winners[0] ? follow(ctx, s.workflowId) : ctx.client.result(s.workflowId))));
-  const rows = started.map((s, i) => {
-    const final = finals[i]!;
-    if (s.reservation.status === 'SUCCESS') {
-      return row(`dup-${i + 1}`, `duplicates: ${i + 1} of 4 at once`, s, final, 'the only SUCCESS; COMPLETED', winners.length === 1 && final.outcome === 'COMPLETED');
-    }
-    return row(
-      `dup-${i + 1}`,
-      `duplicates: ${i + 1} of 4 at once`,
-      s,
-      final,
-      'CONFLICT or DUPLICATE; REJECTED',
-      final.outcome === 'REJECTED' && final.reason === s.reservation.status,
+  ctx.say(`1/6  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
+  const answered = await Promise.all([1, 2, 3, 4].map((n) => send(ctx, data, key(ctx, `dup-${n}`))));
+  answered.forEach((s, i) => ctx.say(`     dup-${i + 1}: ${describe(s)}`));
+  const winners = answered.filter((s) => s.started);
+  const finals = new Map<string, SagaState>();
+  for (const s of winners) finals.set(s.workflowId, await follow(ctx, s.workflowId));
+  const rows: DemoRow[] = [];
+  for (const [i, s] of answered.entries()) {
+    const request = `duplicates: ${i + 1} of 4 at once`;
+    const final = finals.get(s.workflowId);
+    rows.push(
+      final
+        ? sagaRow(`dup-${i + 1}`, request, s, final, 'the only SUCCESS; COMPLETED', winners.length === 1 && final.outcome === 'COMPLETED')
+        : await rejectedRow(ctx, `dup-${i + 1}`, request, s, ['CONFLICT', 'DUPLICATE'], winners.length === 1),
     );
-  });
-  const late = await ctx.client.start('order', data, { idempotencyKey: key(ctx, 'dup-5') });
-  ctx.say(`     ${late.workflowId} (sent after the first one completed): ${describeAnswer(late)}`);
-  const lateFinal = await ctx.client.result(late.workflowId);
-  rows.push(
-    row('dup-5', 'duplicates: 5th, sent later', late, lateFinal, 'DUPLICATE; REJECTED', late.reservation.status === 'DUPLICATE' && lateFinal.outcome === 'REJECTED'),
-  );
+  }
+  const late = await send(ctx, data, key(ctx, 'dup-5'));
+  ctx.say(`     dup-5, sent after the first one completed: ${describe(late)}`);
+  rows.push(await rejectedRow(ctx, 'dup-5', 'duplicates: 5th, sent later', late, ['DUPLICATE']));
   return rows;
 }
 
-/** Scene 2: a client retries with the same idempotency key, while the saga runs and after it ended. */
-async function retry(ctx: ScenarioContext): Promise<DemoRow> {
+/** Scene 2: a client sends one request three times with one key: before, while and after it runs. */
+async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'grace');
   const idempotencyKey = key(ctx, 'retry');
-  ctx.say(`2/5  A client sends one request three times with idempotency key ${idempotencyKey}`);
-  const first = await ctx.client.start('order', data, { idempotencyKey });
-  ctx.say(`     call 1 → ${first.workflowId}: ${describeAnswer(first)}`);
-  const second = await ctx.client.start('order', data, { idempotencyKey });
-  ctx.say(`     call 2 (a retry while it runs) → ${second.workflowId}: ${describeAnswer(second)}`);
+  ctx.say(`2/6  A client sends one request three times with idempotency key ${idempotencyKey}`);
+  const first = await send(ctx, data, idempotencyKey);
+  ctx.say(`     call 1: ${describe(first)}`);
+  const second = await send(ctx, data, idempotencyKey);
+  ctx.say(`     call 2, a retry while it runs: ${describe(second)}`);
   const final = await follow(ctx, first.workflowId);
-  const third = await ctx.client.start('order', data, { idempotencyKey });
-  ctx.say(`     call 3 (a retry after it ended) → ${third.workflowId}: ${describeAnswer(third)}`);
-  const answers = [first, second, third].map((s) => JSON.stringify([s.workflowId, s.runId, s.reservation]));
-  const ok = first.reservation.status === 'SUCCESS' && new Set(answers).size === 1 && final.outcome === 'COMPLETED';
-  return row('retry', 'retry: one key sent 3 times', first, final, 'one saga, the same answer 3 times; COMPLETED', ok);
+  const third = await send(ctx, data, idempotencyKey);
+  ctx.say(`     call 3, a retry after it ended: ${describe(third)}`);
+  const sameSaga = (s: StartedSaga) => s.started && s.runId === first.runId && tokenOf(s) !== undefined && tokenOf(s) === tokenOf(first);
+  const completed = final.outcome === 'COMPLETED';
+  return [
+    sagaRow('retry-1', 'retry: call 1', first, final, 'SUCCESS, a saga started; COMPLETED', first.reservation.status === 'SUCCESS' && completed),
+    sagaRow('retry-2', 'retry: call 2, while it runs', second, final, 'the same saga and token; COMPLETED', sameSaga(second) && completed),
+    {
+      ...sagaRow(
+        'retry-3',
+        'retry: call 3, after it ended',
+        third,
+        final,
+        'its recorded answer (same token) and outcome COMPLETED',
+        sameSaga(third) && third.outcome === 'COMPLETED',
+      ),
+      // What the answer itself says: the outcome Temporal recorded for the saga.
+      outcome: third.outcome ?? '-',
+    },
+  ];
 }
 
 /** Scene 3: the card is declined: the saga compensates (no charge to refund; the row is undone). */
 async function declined(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'dan', { payment: { card: DECLINED_CARD } });
-  ctx.say(`3/5  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
-  const s = await ctx.client.start('order', data, { idempotencyKey: key(ctx, 'declined') });
-  ctx.say(`     ${s.workflowId}: ${describeAnswer(s)}`);
+  ctx.say(`3/6  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
+  const s = await send(ctx, data, key(ctx, 'declined'));
+  ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
   ctx.say(`     compensations run: ${final.compensationsRun.join(', ')}`);
   const ok = final.outcome === 'COMPENSATED' && final.reason === 'STEP_REJECTED' && same(final.compensationsRun, ['refundPayment', 'undoEntity']);
-  return row('declined', 'declined payment', s, final, 'COMPENSATED: refundPayment, undoEntity', ok);
+  return sagaRow('declined', 'declined payment', s, final, 'COMPENSATED: refundPayment, undoEntity', ok);
 }
 
 /** Scene 4: more rare coins than exist: the payment is refunded, the stock released, the row undone. */
 async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'eve', { items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
-  ctx.say('4/5  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
-  const s = await ctx.client.start('order', data, { idempotencyKey: key(ctx, 'short-stock') });
-  ctx.say(`     ${s.workflowId}: ${describeAnswer(s)}`);
+  ctx.say('4/6  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
+  const s = await send(ctx, data, key(ctx, 'short-stock'));
+  ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
   ctx.say(`     compensations run, in reverse order: ${final.compensationsRun.join(', ')}`);
   const ok =
@@ -183,19 +259,19 @@ async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
     final.reason === 'STEP_REJECTED' &&
     same(final.stepsDone, ['chargePayment']) &&
     same(final.compensationsRun, ['releaseStock', 'refundPayment', 'undoEntity']);
-  return row('short-stock', 'short stock (rare-coin × 5)', s, final, 'COMPENSATED: releaseStock, refundPayment, undoEntity', ok);
+  return sagaRow('short-stock', 'short stock (rare-coin × 5)', s, final, 'COMPENSATED: releaseStock, refundPayment, undoEntity', ok);
 }
 
 /** Scene 5: a write three times longer than the lease, kept alive by the heartbeats that extend it. */
 async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
   const writeDelayMs = 3 * ctx.leaseMs;
   const data = cart(ctx, 'frank', { simulate: { writeDelayMs } });
-  ctx.say(`5/5  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
-  const s = await ctx.client.start('order', data, { idempotencyKey: key(ctx, 'long-write') });
-  ctx.say(`     ${s.workflowId}: ${describeAnswer(s)}`);
-  if (s.reservation.status !== 'SUCCESS') {
-    return row('long-write', `long write (${writeDelayMs / 1000} s)`, s, await ctx.client.result(s.workflowId), 'COMPLETED', false);
-  }
+  const request = `long write (${writeDelayMs / 1000} s, lease ${ctx.leaseMs / 1000} s)`;
+  const expected = 'COMPLETED, holding the lease past its initial expiry';
+  ctx.say(`5/6  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
+  const s = await send(ctx, data, key(ctx, 'long-write'));
+  ctx.say(`     ${describe(s)}`);
+  if (s.reservation.status !== 'SUCCESS' || !s.started) return { ...(await rejectedRow(ctx, 'long-write', request, s, [])), expected, ok: false };
   const { fencingToken, expiresAt: initialExpiry } = s.reservation;
   let lastReport = 0;
   const final = await follow(ctx, s.workflowId, async (state) => {
@@ -216,7 +292,42 @@ async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
     ctx.say(`     the write committed ${(Math.abs(margin) / 1000).toFixed(1)} s ${margin > 0 ? 'after' : 'before'} the initial lease would have ended`);
   }
   const ok = final.outcome === 'COMPLETED' && margin !== undefined && margin > 0;
-  return row('long-write', `long write (${writeDelayMs / 1000} s, lease ${ctx.leaseMs / 1000} s)`, s, final, 'COMPLETED, holding the lease past its initial expiry', ok);
+  return sagaRow('long-write', request, s, final, expected, ok);
+}
+
+/**
+ * Scene 6: a plain Temporal client (here the Temporal CLI) starts a saga by its workflow type with
+ * `{type, idempotencyKey, data}`, and reads the answer through the `reservation` update: the saga
+ * reserves the intent itself.
+ */
+async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
+  const data = cart(ctx, 'hedy');
+  const idempotencyKey = key(ctx, 'plain-client');
+  const workflowId = sagaWorkflowId('order', idempotencyKey);
+  ctx.say('6/6  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
+  ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data).slice(0, 8).join(' ')} --input '{"type":"order",…}'`);
+  await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data));
+  ctx.say(`     temporal ${temporalAnswerArgs(workflowId).join(' ')}`);
+  const reply = JSON.parse(await ctx.temporal([...temporalAnswerArgs(workflowId), '--output', 'json'])) as { result: ReservationAnswer };
+  ctx.say(`     ${describeAnswer(reply.result)}; saga ${workflowId}`);
+  const final = await follow(ctx, workflowId);
+  const token = reply.result.status === 'SUCCESS' ? reply.result.fencingToken : undefined;
+  return {
+    id: 'plain-client',
+    request: 'plain Temporal client (CLI)',
+    workflowId,
+    started: true,
+    intentKey: final.intentKey,
+    answer: reply.result.status,
+    viaGate: false,
+    fencingToken: token,
+    outcome: final.outcome ?? final.phase,
+    reason: final.reason,
+    compensationsRun: final.compensationsRun,
+    url: ctx.client.url(workflowId),
+    expected: 'SUCCESS from the reservation update; COMPLETED',
+    ok: token !== undefined && final.fencingToken === token && final.outcome === 'COMPLETED',
+  };
 }
 
 /** When the saga's writeEntity activity completed (epoch ms, by its history), if it did. */
@@ -230,10 +341,10 @@ async function writeCommittedAt(ctx: ScenarioContext, workflowId: string): Promi
   return t ? Number(String(t.seconds ?? 0)) * 1000 + Math.floor((t.nanos ?? 0) / 1e6) : undefined;
 }
 
-/** Runs every scene in order and returns one row per saga. */
+/** Runs every scene in order and returns one row per request. */
 export async function runScenario(ctx: ScenarioContext): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
-  for (const scene of [duplicates, retry, declined, shortStock, longWrite]) {
+  for (const scene of [duplicates, retry, declined, shortStock, longWrite, plainClient]) {
     rows.push(...[await scene(ctx)].flat());
     ctx.say('');
   }

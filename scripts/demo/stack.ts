@@ -48,6 +48,34 @@ export function runScript(script: string, env: NodeJS.ProcessEnv): Promise<void>
   });
 }
 
+/** Runs `file` with `args` and `env`; resolves with its stdout, rejects with its stderr on a non-zero exit. */
+export function capture(file: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.once('error', reject);
+    child.once('close', (code, signal) =>
+      code === 0 ? resolve(out) : reject(new Error(`${path.basename(file)} ${args.slice(0, 3).join(' ')} failed (${signal ?? `exit ${code}`}): ${err.trim()}`)),
+    );
+  });
+}
+
+/**
+ * The Temporal CLI that scripts/ensure-temporal finds, bound to a server's address and namespace:
+ * a function that runs it with some arguments and resolves with its stdout.
+ */
+export async function temporalCli(
+  env: NodeJS.ProcessEnv,
+  server: { address: string; namespace: string },
+): Promise<(args: readonly string[]) => Promise<string>> {
+  const binary = (await capture(path.join(ROOT, 'scripts', 'ensure-temporal'), [], env)).trim();
+  if (!binary) throw new Error('scripts/ensure-temporal found no Temporal CLI');
+  return (args) => capture(binary, [...args, '--address', server.address, '--namespace', server.namespace], env);
+}
+
 /** The dev stack as {@link devUp} found or left it. */
 export interface DevStack {
   /** True when this call started the dev server (and {@link stop} will stop it). */
@@ -63,7 +91,13 @@ export interface DevStack {
 export async function devUp(env: NodeJS.ProcessEnv): Promise<DevStack> {
   const grpcPort = Number(env.TEMPORAL_DEV_PORT ?? 7233);
   const started = !(await isListening(grpcPort));
-  await runScript('dev-up', env);
+  try {
+    await runScript('dev-up', env);
+  } catch (err) {
+    // dev-up may have started the server before a later step failed (e.g. PostgreSQL refused it).
+    if (started && (await isListening(grpcPort))) await runScript('dev-down', env).catch(() => undefined);
+    throw err;
+  }
   let stopped = false;
   return {
     started,

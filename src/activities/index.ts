@@ -5,7 +5,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import type { Rms } from '../rms';
-import type { SmokeResult } from '../shared';
+import type { SagaTypes } from '../sagas';
+import type { SagaTimings, SmokeResult } from '../shared';
 import { createSagaActivities } from './saga';
 
 /** What the activities need. */
@@ -15,6 +16,10 @@ export interface ActivityDeps {
   pool: Pool;
   /** Prefix of every Redis key written. */
   keyPrefix: string;
+  /** Timings of a saga whose start names none. */
+  timings: SagaTimings;
+  /** The saga types the worker runs. @default the project's */
+  types?: SagaTypes;
 }
 
 /** Builds every activity the worker registers. */

@@ -6,14 +6,28 @@
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { withIdempotency } from '../db';
+import { reserveIntent } from '../gate';
 import { RmsValidationError, type Rms } from '../rms';
-import { CompensationRefusedError, SagaInputError, StepRejectedError, parseSagaData, sagaDefinition } from '../sagas';
-import { ErrorType, type ReservationAnswer, type SagaTimings } from '../shared';
+import {
+  CompensationRefusedError,
+  SagaInputError,
+  StepRejectedError,
+  parseSagaData,
+  planSaga,
+  sagaDefinition,
+  sagaTypes,
+  type SagaTypes,
+} from '../sagas';
+import { ErrorType, type ReservationAnswer, type SagaPlan, type SagaTimings } from '../shared';
 
 /** What the saga activities need. */
 export interface SagaActivityDeps {
   rms: Rms;
   pool: Pool;
+  /** Timings of a saga whose start names none (the worker's configuration). */
+  timings: SagaTimings;
+  /** The saga types this worker runs. @default the project's (`sagaTypes`) */
+  types?: SagaTypes;
 }
 
 /** The holder of a reservation. */
@@ -46,10 +60,11 @@ function refuseInput(err: unknown): never {
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
+export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: SagaActivityDeps) {
+  const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
     try {
-      const def = sagaDefinition(type);
+      const def = definition(type);
       return { def, input: parseSagaData(def, payload) };
     } catch (err) {
       refuseInput(err);
@@ -57,32 +72,44 @@ export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
   };
 
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
-  const repairDuplicate = async (owner: Owner, existingToken: string) => {
-    await rms.markExists({ intent: owner.intentKey, fencingToken: existingToken });
+  const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
+    await rms.markExists({ intent: owner.intentKey, fencingToken: existing.lastFencingToken, sessionId: existing.sessionId });
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
 
   return {
     /**
-     * Reserves the intent. On SUCCESS it also asks PostgreSQL, the truth, whether the entity already
-     * exists (Redis may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
+     * Derives the saga's plan from what it was started with (a local activity: the workflow has no
+     * crypto and no saga registry). Malformed or inconsistent input fails without retries.
      */
-    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number }): Promise<ReservationAnswer> {
-      let definition;
-      let result;
+    async planSaga(req: { workflowId: string; namespace: string; start: unknown }): Promise<SagaPlan> {
       try {
-        definition = sagaDefinition(req.type);
-        result = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+        return planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types });
       } catch (err) {
         refuseInput(err);
       }
-      if (result.status !== 'SUCCESS') return result;
-      const row = await definition.table.find(pool, req.intentKey);
-      if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== result.fencingToken) {
-        await repairDuplicate({ ...req, fencingToken: result.fencingToken }, row.lastFencingToken);
-        return { status: 'DUPLICATE' };
+    },
+
+    /**
+     * Reserves the intent (or confirms the session's reservation: the same session gets its token
+     * back). On SUCCESS it also asks PostgreSQL, the truth, whether the entity already exists (Redis
+     * may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
+     */
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number }): Promise<ReservationAnswer> {
+      let answer;
+      try {
+        answer = await reserveIntent({ rms, pool }, { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+      } catch (err) {
+        refuseInput(err);
       }
-      return { status: 'SUCCESS', fencingToken: result.fencingToken, expiresAt: result.expiresAt };
+      switch (answer.status) {
+        case 'SUCCESS':
+          return { status: 'SUCCESS', fencingToken: answer.fencingToken, expiresAt: answer.expiresAt };
+        case 'DUPLICATE':
+          return { status: 'DUPLICATE' };
+        default:
+          return answer;
+      }
     },
 
     /**
@@ -134,7 +161,7 @@ export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
           await tx.query('ROLLBACK');
           open = false;
           const row = await def.table.find(pool, req.intentKey);
-          await repairDuplicate(req, row!.lastFencingToken);
+          await repairDuplicate(req, row!);
           return { status: 'DUPLICATE' };
         }
         await def.writeWork?.(tx, input, abort.signal);
@@ -160,16 +187,16 @@ export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
      * lease expired in between, PostgreSQL still says we own the entity, so Redis is repaired.
      */
     async finalizeEntity(req: Owner): Promise<void> {
-      const def = sagaDefinition(req.type);
+      const def = definition(req.type);
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
       const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
-      if (finalized.status === 'LOST') await rms.markExists({ intent: req.intentKey, fencingToken: req.fencingToken });
+      if (finalized.status === 'LOST') await rms.markExists({ intent: req.intentKey, fencingToken: req.fencingToken, sessionId: req.sessionId });
     },
 
     /** Marks the row COMPLETED (fenced). */
     async completeEntity(req: Owner): Promise<void> {
-      const marked = await sagaDefinition(req.type).table.markCompleted(pool, req);
+      const marked = await definition(req.type).table.markCompleted(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be completed: ${marked.status}`);
     },
 
@@ -189,7 +216,7 @@ export function createSagaActivities({ rms, pool }: SagaActivityDeps) {
      * still held, is released.
      */
     async undoEntity(req: Owner & { freeIntent: boolean }): Promise<{ row: string }> {
-      const marked = await sagaDefinition(req.type).table.markCompensated(pool, req);
+      const marked = await definition(req.type).table.markCompensated(pool, req);
       if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken });
       await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
       return { row: marked.status };

@@ -8,6 +8,7 @@ export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, canonicalJson, inte
 export { intentKeys, type IntentKeys } from './keys';
 export { Rms } from './rms';
 export type {
+  EntityOwner,
   ExtendResult,
   FinalizeResult,
   FreeResult,
@@ -17,4 +18,4 @@ export type {
   ReserveResult,
   RmsOptions,
 } from './types';
-export { INTENT_KEY_PATTERN, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';
+export { isSessionId, INTENT_KEY_PATTERN, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';

@@ -7,7 +7,7 @@
 export interface IntentKeys {
   /** `<prefix>processing:{<intent>}`: the lease, value `<sessionId>:<fencingToken>`, expires with the lease. */
   processing: string;
-  /** `<prefix>entity_exists:{<intent>}`: the entity exists; value is the fencing token that created or repaired it. */
+  /** `<prefix>entity_exists:{<intent>}`: the entity exists; value is `<sessionId>:<fencingToken>` of the saga that created it (or that read-repair found in PostgreSQL). */
   entityExists: string;
   /** `<prefix>fence:{<intent>}`: the last fencing token issued for the intent; kept without a TTL. */
   fence: string;

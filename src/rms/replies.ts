@@ -5,6 +5,7 @@
  */
 import { RmsReplyError } from './errors';
 import type {
+  EntityOwner,
   ExtendResult,
   FinalizeResult,
   FreeResult,
@@ -18,12 +19,13 @@ const TOKEN = /^[1-9][0-9]*$/;
 
 /** Maps the reply of `reserve.lua`. `sessionId` is the caller's (echoed in `SUCCESS`). */
 export function toReserveResult(reply: unknown, sessionId: string): ReserveResult {
-  const [status, first, second] = asArray('reserve', reply);
+  const [status, first, second, third] = asArray('reserve', reply);
   switch (status) {
     case 'SUCCESS':
-      return { status, sessionId, fencingToken: asToken('reserve', first), expiresAt: asInteger('reserve', second) };
+      if (third !== 0 && third !== 1) return unexpected('reserve', reply);
+      return { status, sessionId, fencingToken: asToken('reserve', first), expiresAt: asInteger('reserve', second), alreadyHeld: third === 1 };
     case 'DUPLICATE':
-      return { status };
+      return { status, owner: asOwner('reserve', first) };
     case 'CONFLICT':
       return { status, retryAfterMs: asInteger('reserve', first) };
     default:
@@ -69,17 +71,31 @@ export function toMarkExistsResult(reply: unknown): MarkExistsResult {
 
 /** Maps the reply of `inspect.lua`: `{processing, pttl, entity_exists, fence}`, nil values as null. */
 export function toIntentInspection(intent: string, reply: unknown): IntentInspection {
-  const [processing, pttl, existsToken, fence] = asArray('inspect', reply, 4);
-  const inspection: IntentInspection = { intent, exists: existsToken !== null };
+  const [processing, pttl, marker, fence] = asArray('inspect', reply, 4);
+  const inspection: IntentInspection = { intent, exists: marker !== null };
   if (processing !== null) {
     const match = typeof processing === 'string' ? /^([^:]+):([1-9][0-9]*)$/.exec(processing) : null;
     const remainingMs = asInteger('inspect', pttl);
     if (match === null || remainingMs < 0) return unexpected('inspect', reply);
     inspection.holder = { sessionId: match[1]!, fencingToken: match[2]!, remainingMs };
   }
-  if (existsToken !== null) inspection.existsToken = asToken('inspect', existsToken);
+  if (marker !== null) {
+    const owner = asOwner('inspect', marker);
+    inspection.existsToken = owner.fencingToken;
+    if (owner.sessionId !== undefined) inspection.existsSessionId = owner.sessionId;
+  }
   if (fence !== null) inspection.lastFencingToken = asToken('inspect', fence);
   return inspection;
+}
+
+/** An `entity_exists` value: `<sessionId>:<token>`, or a bare token written before owners were kept. */
+function asOwner(command: string, value: unknown): EntityOwner {
+  if (typeof value === 'string') {
+    if (TOKEN.test(value)) return { fencingToken: value };
+    const match = /^([^:]+):([1-9][0-9]*)$/.exec(value);
+    if (match) return { sessionId: match[1]!, fencingToken: match[2]! };
+  }
+  return unexpected(command, value);
 }
 
 function asArray(command: string, reply: unknown, length?: number): unknown[] {

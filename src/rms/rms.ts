@@ -61,10 +61,11 @@ export class Rms {
 
   /**
    * Takes the lease of `intent` for `sessionId` for `leaseMs`, in one atomic step:
-   * `DUPLICATE` when the entity exists; `CONFLICT` with the holder's remaining lease when another
-   * session holds it; otherwise `SUCCESS` with a fencing token above every earlier token of the
-   * intent. When `sessionId` already holds the lease (a retry), the answer is the same `SUCCESS`
-   * with the same token and the current expiry: the lease is not lengthened.
+   * `DUPLICATE` (with the owner its marker records) when the entity exists; `CONFLICT` with the
+   * holder's remaining lease when another session holds it; otherwise `SUCCESS` with a fencing token
+   * above every earlier token of the intent. When `sessionId` already holds the lease (a retry), the
+   * answer is the same `SUCCESS` with the same token and the current expiry, `alreadyHeld` set: the
+   * lease is not lengthened.
    */
   async reserve(input: { intent: string; sessionId: string; leaseMs: number }): Promise<ReserveResult> {
     assertObject(input, 'input');
@@ -97,7 +98,7 @@ export class Rms {
 
   /**
    * Promotes the lease to "the entity exists", atomically and only while the caller holds the lease:
-   * `entity_exists` records `fencingToken` (with `existsTtlMs` when given, else without a TTL) and the
+   * `entity_exists` records `<sessionId>:<fencingToken>` (with `existsTtlMs` when given, else without a TTL) and the
    * lease is deleted → `FINALIZED`. A retry after success finds its own token recorded → `FINALIZED`
    * again. Otherwise `LOST`, with nothing written: a holder whose lease expired never marks the entity.
    */
@@ -143,20 +144,22 @@ export class Rms {
   }
 
   /**
-   * Read-repair when PostgreSQL proves the entity exists: sets `entity_exists` to `fencingToken`
-   * (with `existsTtlMs` when given) unless it already records a higher token, and raises the fence to
-   * at least `fencingToken` so every later token is above it → `MARKED`.
+   * Read-repair when PostgreSQL proves the entity exists: sets `entity_exists` to
+   * `<sessionId>:<fencingToken>` (the bare token without `sessionId`; with `existsTtlMs` when given)
+   * unless it already records a higher token, and raises the fence to at least `fencingToken` so
+   * every later token is above it → `MARKED`.
    */
-  async markExists(input: { intent: string; fencingToken: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
+  async markExists(input: { intent: string; fencingToken: string; sessionId?: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
     assertObject(input, 'input');
-    const { intent, fencingToken, existsTtlMs } = input;
+    const { intent, fencingToken, sessionId, existsTtlMs } = input;
     assertIntent(intent);
     assertFencingToken(fencingToken);
+    if (sessionId !== undefined) assertSessionId(sessionId);
     if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
     const keys = intentKeys(this.prefix, intent);
     return this.run(
       'markExists',
-      () => this.client.rmsMarkExists(keys.entityExists, keys.fence, fencingToken, String(existsTtlMs ?? 0)),
+      () => this.client.rmsMarkExists(keys.entityExists, keys.fence, fencingToken, String(existsTtlMs ?? 0), sessionId ?? ''),
       toMarkExistsResult,
     );
   }

@@ -4,14 +4,23 @@
  * Outcome of `reserve`.
  * - `SUCCESS`: the caller holds the lease. `fencingToken` is a decimal string (compare as BigInt);
  *   `expiresAt` is when the lease ends, in epoch ms by the Redis server's clock. A repeated reserve
- *   by the holding session returns the same token and the current expiry.
- * - `DUPLICATE`: the entity already exists.
+ *   by the holding session returns the same token and the current expiry, with `alreadyHeld` true.
+ * - `DUPLICATE`: the entity already exists; `owner` is whom its marker records (the session is
+ *   absent on markers written before owners were kept), so a retry of the same request can tell its
+ *   own entity from another's.
  * - `CONFLICT`: another session holds the lease; it ends in at most `retryAfterMs`.
  */
 export type ReserveResult =
-  | { status: 'SUCCESS'; sessionId: string; fencingToken: string; expiresAt: number }
-  | { status: 'DUPLICATE' }
+  | { status: 'SUCCESS'; sessionId: string; fencingToken: string; expiresAt: number; alreadyHeld: boolean }
+  | { status: 'DUPLICATE'; owner: EntityOwner }
   | { status: 'CONFLICT'; retryAfterMs: number };
+
+/** Who created (or, by read-repair, was recorded for) an entity: what `entity_exists` holds. */
+export interface EntityOwner {
+  /** The session of the saga that created it, when the marker records one. */
+  sessionId?: string;
+  fencingToken: string;
+}
 
 /** Outcome of `extend`: `EXTENDED` until the new `expiresAt` (epoch ms, server clock), or `LOST`. */
 export type ExtendResult = { status: 'EXTENDED'; expiresAt: number } | { status: 'LOST' };
@@ -38,6 +47,8 @@ export interface IntentInspection {
   exists: boolean;
   /** The token recorded in `entity_exists`, when set. */
   existsToken?: string;
+  /** The session recorded in `entity_exists`, when set with one. */
+  existsSessionId?: string;
   /** The last fencing token issued for (or repaired into) the intent, when known. */
   lastFencingToken?: string;
 }

@@ -35,9 +35,14 @@ export function assertIntent(intent: unknown, field = 'intent'): asserts intent 
   }
 }
 
+/** True for a session id the RMS accepts (see {@link assertSessionId}). */
+export function isSessionId(sessionId: unknown): sessionId is string {
+  return typeof sessionId === 'string' && sessionId.length > 0 && sessionId.length <= MAX_SESSION_ID_LENGTH && SESSION_ID_PATTERN.test(sessionId);
+}
+
 /** Checks a session id: 1 to 128 characters, none of them `:`, `{`, `}`, whitespace or control characters. */
 export function assertSessionId(sessionId: unknown, field = 'sessionId'): asserts sessionId is string {
-  if (typeof sessionId !== 'string' || sessionId.length === 0 || sessionId.length > MAX_SESSION_ID_LENGTH || !SESSION_ID_PATTERN.test(sessionId)) {
+  if (!isSessionId(sessionId)) {
     throw new RmsValidationError(
       field,
       `must be 1 to ${MAX_SESSION_ID_LENGTH} characters without ':', '{', '}', whitespace or control characters (got ${preview(sessionId)})`,

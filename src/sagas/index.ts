@@ -2,10 +2,11 @@
  * The saga types this deployment runs, and the one place a request becomes a saga input: validated
  * against the type's schema, reduced to its intent key, hashed for the idempotency check.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { requestHash } from '../db';
-import { intentKey, RmsValidationError } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, type SagaInput, type SagaTimings } from '../shared';
+import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
+import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared';
 import { SagaInputError, type SagaDefinition } from './definition';
 import { orderSaga } from './order';
 
@@ -15,16 +16,23 @@ export { orderSaga, DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput } from '
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 
-/** Every saga type, by name. */
-export const sagaTypes: Readonly<Record<string, SagaDefinition<unknown>>> = {
-  [orderSaga.type]: orderSaga as unknown as SagaDefinition<unknown>,
-};
+/** Saga types by name: what a worker runs and a client accepts. */
+export type SagaTypes = Readonly<Record<string, SagaDefinition<unknown>>>;
+
+/** Saga types by name, from their definitions. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
+export function defineSagaTypes(...definitions: SagaDefinition<any>[]): SagaTypes {
+  return Object.freeze(Object.fromEntries(definitions.map((d) => [d.type, d as unknown as SagaDefinition<unknown>])));
+}
+
+/** The saga types this project ships (the default of the worker, the client and the CLI). */
+export const sagaTypes: SagaTypes = defineSagaTypes(orderSaga);
 
 /** The definition of `type`, or a SagaInputError naming the known ones. */
-export function sagaDefinition(type: string): SagaDefinition<unknown> {
-  const def = Object.hasOwn(sagaTypes, type) ? sagaTypes[type] : undefined;
+export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): SagaDefinition<unknown> {
+  const def = Object.hasOwn(types, type) ? types[type] : undefined;
   if (!def) {
-    throw new SagaInputError(`unknown saga type ${JSON.stringify(type)} (known: ${Object.keys(sagaTypes).join(', ')})`, ErrorType.UNKNOWN_SAGA_TYPE);
+    throw new SagaInputError(`unknown saga type ${JSON.stringify(type)} (known: ${Object.keys(types).join(', ')})`, ErrorType.UNKNOWN_SAGA_TYPE);
   }
   return def;
 }
@@ -48,9 +56,9 @@ export function parseSagaData(def: SagaDefinition<unknown>, data: unknown): unkn
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings },
+  options: { idempotencyKey?: string; timings: SagaTimings; types?: SagaTypes },
 ): SagaInput {
-  const def = sagaDefinition(type);
+  const def = sagaDefinition(type, options.types);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
   if (!IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
     throw new SagaInputError(
@@ -76,4 +84,109 @@ export function prepareSaga(
     compensation: { ...def.compensation },
     timings: options.timings,
   };
+}
+
+/**
+ * The reservation session of the saga `workflowId` in `namespace`: a digest of the two, so a retry
+ * with the same idempotency key (the same workflow id) is the same session, before and after the
+ * workflow exists, and a `temporal workflow reset` (a new run id) keeps it. 22 base64url characters
+ * (132 bits): two sagas of one intent never share a session by chance.
+ */
+export function sagaSessionId(namespace: string, workflowId: string): string {
+  return createHash('sha256').update(`${namespace}\u0000${workflowId}`, 'utf8').digest('base64url').slice(0, 22);
+}
+
+/** Bounds of the timings a saga may be started with. */
+export const TIMING_BOUNDS = {
+  minLeaseMs: 500,
+  maxLeaseMs: MAX_LEASE_MS,
+  minHeartbeatIntervalMs: 50,
+  maxCompensationAttempts: 20,
+} as const;
+
+const whole = (min: number, max: number) => z.number().int().min(min).max(max);
+
+const timingFields = z
+  .object({
+    leaseMs: whole(TIMING_BOUNDS.minLeaseMs, TIMING_BOUNDS.maxLeaseMs),
+    heartbeatIntervalMs: whole(TIMING_BOUNDS.minHeartbeatIntervalMs, TIMING_BOUNDS.maxLeaseMs),
+    heartbeatTimeoutMs: whole(TIMING_BOUNDS.minHeartbeatIntervalMs, TIMING_BOUNDS.maxLeaseMs),
+    compensationAttempts: whole(1, TIMING_BOUNDS.maxCompensationAttempts),
+  })
+  .strict();
+
+const timingsSchema = timingFields.refine((t) => t.heartbeatIntervalMs < t.heartbeatTimeoutMs && t.heartbeatTimeoutMs < t.leaseMs, {
+    message: 'must keep heartbeatIntervalMs < heartbeatTimeoutMs < leaseMs (the lease outlives a missed beat)',
+  });
+
+const reservationSchema = z
+  .object({
+    sessionId: z.string(),
+    fencingToken: z.string().regex(/^[1-9][0-9]{0,18}$/).refine((t) => BigInt(t) <= MAX_FENCING_TOKEN, 'must fit a bigint'),
+    expiresAt: z.number().int().nonnegative(),
+  })
+  .strict();
+
+/** What a plain Temporal client may start a saga with (see SagaStart). */
+const sagaStartSchema = z
+  .object({
+    type: z.string(),
+    idempotencyKey: z.string(),
+    data: z.unknown(),
+    timings: timingFields.partial().optional(),
+    reservation: reservationSchema.optional(),
+  })
+  .strict();
+
+/**
+ * Derives a saga's plan from what it was started with, trusting nothing computed by the caller:
+ * `{type, idempotencyKey, data}` (plus optional timings and the gate's reservation), or the older
+ * full SagaInput, whose derived fields are ignored and derived again. The workflow id must be the
+ * one the type and key name, and a reservation must be this saga's session's.
+ * @throws SagaInputError naming the problem.
+ */
+export function planSaga(start: unknown, ctx: { workflowId: string; namespace: string; timings: SagaTimings; types?: SagaTypes }): SagaPlan {
+  if (typeof start !== 'object' || start === null || Array.isArray(start)) {
+    throw new SagaInputError('the saga input must be an object {type, idempotencyKey, data}', ErrorType.INVALID_INPUT);
+  }
+  const raw = start as Record<string, unknown>;
+  // Started by a client from before the gate: the same request, with fields it computed itself.
+  const legacy = 'requestHash' in raw && 'payload' in raw && !('data' in raw);
+  const candidate: Record<string, unknown> = legacy
+    ? { type: raw.type, idempotencyKey: raw.idempotencyKey, data: raw.payload, ...(raw.timings === undefined ? {} : { timings: raw.timings }) }
+    : raw;
+  const unknown = Object.keys(candidate).filter((k) => !Object.hasOwn(sagaStartSchema.shape, k));
+  if (unknown.length > 0) {
+    throw new SagaInputError(
+      `invalid saga input: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a saga is started with {type, idempotencyKey, data}, optionally timings)`,
+      ErrorType.INVALID_INPUT,
+    );
+  }
+  const missing = ['type', 'idempotencyKey', 'data'].filter((k) => candidate[k] === undefined);
+  if (missing.length > 0) throw new SagaInputError(`invalid saga input: missing field ${missing.join(', ')}`, ErrorType.INVALID_INPUT);
+  const parsed = sagaStartSchema.safeParse(candidate);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join('.') : '(root)';
+    throw new SagaInputError(`invalid saga input at ${where}: ${issue.message}`, ErrorType.INVALID_INPUT);
+  }
+  const { type, idempotencyKey, data, reservation } = parsed.data;
+  const timingsParsed = timingsSchema.safeParse({ ...ctx.timings, ...parsed.data.timings });
+  if (!timingsParsed.success) {
+    const issue = timingsParsed.error.issues[0]!;
+    throw new SagaInputError(`invalid saga timings${issue.path.length ? ` at ${issue.path.join('.')}` : ''}: ${issue.message}`, ErrorType.INVALID_INPUT);
+  }
+  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types });
+  const expected = sagaWorkflowId(type, idempotencyKey);
+  if (ctx.workflowId !== expected) {
+    throw new SagaInputError(
+      `inconsistent saga input: a ${type} saga with idempotency key ${idempotencyKey} must run as workflow id ${JSON.stringify(expected)}, not ${JSON.stringify(ctx.workflowId)}`,
+      ErrorType.INVALID_INPUT,
+    );
+  }
+  const sessionId = sagaSessionId(ctx.namespace, ctx.workflowId);
+  if (reservation && reservation.sessionId !== sessionId) {
+    throw new SagaInputError('inconsistent saga input: the reservation was not taken for this saga\'s session', ErrorType.INVALID_INPUT);
+  }
+  return { ...input, sessionId, ...(reservation ? { reservation } : {}) };
 }

@@ -46,6 +46,12 @@ const orderSchema = z
 /** A validated order. */
 export type OrderInput = z.infer<typeof orderSchema>;
 
+/**
+ * SKUs in code-unit order: the same on every host. (`localeCompare` depends on the host's locale and
+ * ICU data, so two hosts could derive different intent keys for one cart.)
+ */
+const bySku = (a: { sku: string }, b: { sku: string }) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0);
+
 const amountOf = (input: OrderInput) => input.items.reduce((sum, i) => sum + i.quantity * i.priceCents, 0);
 
 /** Waits `ms` (a simulated slow step) unless `signal` aborts. */
@@ -75,7 +81,7 @@ const refundPayment: StepHandler<OrderInput> = async (tx, { sagaKey, input }) =>
 const reserveStock: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
   await pause(input.simulate?.stepDelayMs);
   // Lock rows in sku order so concurrent orders cannot deadlock.
-  for (const item of [...input.items].sort((a, b) => a.sku.localeCompare(b.sku))) {
+  for (const item of [...input.items].sort(bySku)) {
     const { rowCount } = await tx.query('UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2', [
       item.sku,
       item.quantity,
@@ -107,7 +113,7 @@ export const orderSaga: SagaDefinition<OrderInput> = {
   schema: orderSchema,
   intent: (input) => ({
     customer: input.customer,
-    cart: [...input.items].sort((a, b) => a.sku.localeCompare(b.sku)).map(({ sku, quantity }) => ({ sku, quantity })),
+    cart: [...input.items].sort(bySku).map(({ sku, quantity }) => ({ sku, quantity })),
   }),
   table: ordersTable,
   row: (input) => ({ customer: input.customer, items: input.items, amount_cents: amountOf(input) }),

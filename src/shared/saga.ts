@@ -85,7 +85,37 @@ export interface SagaTimings {
   compensationAttempts: number;
 }
 
-/** What the client starts a saga with. Contains no raw secrets; the payload is the validated input. */
+/**
+ * What any Temporal client starts a `reservationSaga` with: the saga type, the caller's idempotency
+ * key and the data. The worker derives everything else from the registered saga type (intent key,
+ * request hash, steps, compensation policy) and bounds the timings. `SagaClient` also passes the
+ * reservation it took at the gate, which the saga confirms as its first step; without one the saga
+ * reserves by itself and answers through the `reservation` update.
+ */
+export interface SagaStart {
+  type: string;
+  idempotencyKey: string;
+  /** The saga type's input, e.g. an order. */
+  data: unknown;
+  /** Lease and heartbeat timings; the worker's own, where absent. */
+  timings?: Partial<SagaTimings>;
+  /** The reservation `SagaClient` took at the gate, for this saga's session. */
+  reservation?: GateReservation;
+}
+
+/** A reservation taken at the gate, handed to the saga it was taken for. */
+export interface GateReservation {
+  /** The saga's session, derived from its workflow id (see `sagaSessionId`). */
+  sessionId: string;
+  fencingToken: string;
+  /** When the lease ends, epoch ms by the Redis server's clock. */
+  expiresAt: number;
+}
+
+/**
+ * The saga's plan as the worker derived it (and, before the gate, what the client started a saga
+ * with; such histories still replay). Contains no raw secrets; the payload is the validated input.
+ */
 export interface SagaInput {
   type: string;
   /** The caller's idempotency key (the workflow id is `<type>-<key>`). */
@@ -99,6 +129,24 @@ export interface SagaInput {
   steps: SagaStepPlan[];
   compensation: CompensationPolicy;
   timings: SagaTimings;
+}
+
+/** The plan of one saga, derived by the worker; `reservation` is the one the gate took, if any. */
+export interface SagaPlan extends SagaInput {
+  /** The saga's reservation session (see `sagaSessionId`). */
+  sessionId: string;
+  reservation?: GateReservation;
+}
+
+/**
+ * The saga's memo: what a retry with the same idempotency key is answered from, by one describe call,
+ * with no worker. Set by SagaClient at start; kept current by the saga.
+ */
+export interface SagaMemo {
+  /** SHA-256 of the canonical request: a retry with the same key must carry the same. */
+  requestHash?: string;
+  /** The saga's reservation answer. */
+  reservation?: ReservationAnswer;
 }
 
 /** An error the saga recorded (never swallowed). */
@@ -128,12 +176,16 @@ export interface SagaState {
   errors: SagaError[];
 }
 
-/** Argument of the early-answer update: proves the caller sends the same request. */
+/**
+ * Argument of the early-answer update. With `requestHash`, the update is refused when the saga was
+ * started with another payload; a caller that does not know the hash (the Temporal CLI) may omit it,
+ * or the whole argument.
+ */
 export interface ReservationRequest {
-  requestHash: string;
+  requestHash?: string;
 }
 
-/** Returns the reservation answer as soon as it is known (used with update-with-start). */
+/** Returns the reservation answer as soon as it is known. */
 export const reservationUpdate = defineUpdate<ReservationAnswer, [ReservationRequest]>('reservation');
 
 /** The saga's current state. */

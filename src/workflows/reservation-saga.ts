@@ -1,17 +1,22 @@
 /**
- * The reservation saga: reserve the intent (answered early to the caller), write the fenced row while
- * heartbeats keep the lease, finalise, run the remaining steps, and on any failure or cancellation run
- * the compensations and end in a terminal state. Deterministic: activities do all I/O.
+ * The reservation saga: confirm the reservation the gate took (or reserve, when a plain Temporal
+ * client started it), write the fenced row while heartbeats keep the lease, finalise, run the
+ * remaining steps, and on any failure or cancellation run the compensations and end in a terminal
+ * state. Deterministic: activities do all I/O.
  */
 import {
   ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
+  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
   type ActivityOptions,
@@ -27,9 +32,19 @@ import {
   SagaPhase,
   reservationUpdate,
   stateQuery,
+  type ReservationAnswer,
   type SagaInput,
+  type SagaMemo,
+  type SagaPlan,
+  type SagaStart,
   type SagaState,
 } from '../shared';
+
+/**
+ * The patch that moved the reservation in front of the workflow (the gate in SagaClient) and the
+ * plan into the worker. Histories recorded before it replay the earlier code, {@link legacySaga}.
+ */
+export const GATE_PATCH = 'gate-before-workflow';
 
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
@@ -70,9 +85,150 @@ function failureMessage(err: unknown): string {
   return cause instanceof Error ? cause.message : String(cause);
 }
 
-/** Orchestrates one saga of any type; the type's plan (steps, compensation policy) comes in `input`. */
-export async function reservationSaga(input: SagaInput): Promise<SagaState> {
-  const { runId, workflowId } = workflowInfo();
+function keyReused(idempotencyKey: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(`idempotency key ${idempotencyKey} was already used with another payload`, ErrorType.IDEMPOTENCY_KEY_REUSED);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The request hash an update caller sent, if any (the Temporal CLI may send nothing at all). */
+function hashOf(request: unknown): unknown {
+  return isRecord(request) ? request.requestHash : undefined;
+}
+
+/** Setting the phase and the search attributes together, and ending the saga with its outcome. */
+function lifecycle(state: SagaState) {
+  return {
+    enter: (phase: SagaPhase) => {
+      state.phase = phase;
+      upsertSearchAttributes([{ key: SAGA_PHASE, value: phase }]);
+    },
+    finish: (outcome: SagaOutcome, reason?: string): SagaState => {
+      state.outcome = outcome;
+      if (reason !== undefined) state.reason = reason;
+      state.phase = outcome;
+      upsertSearchAttributes([
+        { key: SAGA_PHASE, value: outcome },
+        { key: SAGA_OUTCOME, value: outcome },
+      ]);
+      return state;
+    },
+  };
+}
+
+/**
+ * Orchestrates one saga of any type. Started by `SagaClient` with `{type, idempotencyKey, data,
+ * timings, reservation}`, or by any Temporal client with `{type, idempotencyKey, data}`: the worker
+ * derives the plan (intent key, request hash, steps, compensation policy, bounded timings) from the
+ * registered saga type, and a malformed or inconsistent input fails the workflow at once.
+ */
+export async function reservationSaga(start: SagaStart | SagaInput): Promise<SagaState> {
+  if (!patched(GATE_PATCH)) return legacySaga(start as SagaInput);
+  const { workflowId, namespace } = workflowInfo();
+  const given: Record<string, unknown> = isRecord(start) ? start : {};
+  const state: SagaState = {
+    type: typeof given.type === 'string' ? given.type : '',
+    idempotencyKey: typeof given.idempotencyKey === 'string' ? given.idempotencyKey : '',
+    requestHash: '',
+    intentKey: '',
+    phase: SagaPhase.RESERVING,
+    stepsDone: [],
+    compensationsRun: [],
+    errors: [],
+  };
+  // Set once the worker has derived the plan; the update handlers wait for it.
+  const known: { plan?: SagaPlan } = {};
+  let reservationFailed: string | undefined;
+  const { finish } = lifecycle(state);
+
+  setHandler(stateQuery, () => state);
+  setHandler(
+    reservationUpdate,
+    async (request) => {
+      await condition(() => known.plan !== undefined || reservationFailed !== undefined);
+      const { plan } = known;
+      if (plan && hashOf(request) !== undefined && hashOf(request) !== plan.requestHash) throw keyReused(plan.idempotencyKey);
+      await condition(() => state.reservation !== undefined || reservationFailed !== undefined);
+      if (state.reservation) return state.reservation;
+      throw ApplicationFailure.nonRetryable(`reservation failed: ${reservationFailed}`, 'RESERVATION_FAILED');
+    },
+    {
+      // Same idempotency key, other payload: refused before anything is written to history (once
+      // the plan is known; before that, by the handler).
+      validator: (request) => {
+        const { plan } = known;
+        if (plan && hashOf(request) !== undefined && hashOf(request) !== plan.requestHash) throw keyReused(plan.idempotencyKey);
+      },
+    },
+  );
+
+  // 0. The plan, derived by the worker from the saga type: nothing the caller computed is trusted.
+  const local = proxyLocalActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: { ...RETRY_INFRA, maximumAttempts: 4 } });
+  let planned: SagaPlan;
+  try {
+    planned = await local.planSaga({ workflowId, namespace, start });
+  } catch (err) {
+    reservationFailed = failureMessage(err);
+    // Let a waiting `reservation` update see the failure, then fail the workflow: never a task that
+    // fails forever on input it cannot run.
+    await handlersSettled();
+    throw ApplicationFailure.nonRetryable(reservationFailed, failureType(err) ?? ErrorType.INVALID_INPUT);
+  }
+  known.plan = planned;
+  Object.assign(state, { type: planned.type, idempotencyKey: planned.idempotencyKey, requestHash: planned.requestHash, intentKey: planned.intentKey });
+  // SagaClient sets these at start; a saga started by a plain Temporal client sets them now.
+  const searchable = workflowInfo().typedSearchAttributes;
+  if (searchable.get(SAGA_TYPE) !== planned.type || searchable.get(INTENT_KEY) !== planned.intentKey) {
+    upsertSearchAttributes([
+      { key: SAGA_TYPE, value: planned.type },
+      { key: INTENT_KEY, value: planned.intentKey },
+      { key: SAGA_PHASE, value: SagaPhase.RESERVING },
+    ]);
+  }
+
+  // 1. Confirm the gate's reservation (the same session gets its token back), or reserve now.
+  let answer: ReservationAnswer;
+  try {
+    answer = await local.reserveIntent({ type: planned.type, intentKey: planned.intentKey, sessionId: planned.sessionId, leaseMs: planned.timings.leaseMs });
+  } catch (err) {
+    reservationFailed = failureMessage(err);
+    state.errors.push({ at: 'reserveIntent', type: failureType(err), message: reservationFailed });
+    await handlersSettled();
+    return finish(SagaOutcome.REJECTED, 'RESERVATION_FAILED');
+  }
+  const gate = planned.reservation;
+  if (gate && answer.status === 'SUCCESS' && answer.fencingToken === gate.fencingToken) {
+    // Confirmed: the gate's answer stands, as the caller received it.
+    answer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
+  } else if (gate) {
+    // The gate's lease ended before a worker ran this saga (every worker down longer than the lease).
+    state.errors.push({ at: 'reserveIntent', type: 'LEASE_EXPIRED', message: `the gate's lease (token ${gate.fencingToken}) ended before the saga started; reserved again: ${answer.status}` });
+  }
+  state.reservation = answer;
+  // A retry with the same key is answered from the memo by one describe call, without a worker.
+  const memo: SagaMemo = workflowInfo().memo ?? {};
+  if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer)) upsertMemo({ requestHash: planned.requestHash, reservation: answer } satisfies SagaMemo);
+  if (state.reservation.status !== 'SUCCESS') return finish(SagaOutcome.REJECTED, state.reservation.status);
+  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false });
+}
+
+/** Lets running update handlers finish (they answer the caller), even in a cancelled saga. */
+function handlersSettled(): Promise<void> {
+  return CancellationScope.nonCancellable(() => condition(allHandlersFinished));
+}
+
+function sameAnswer(a: ReservationAnswer | undefined, b: ReservationAnswer): boolean {
+  return a !== undefined && JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The saga as started before the gate: the client computed the plan, the workflow reserved with
+ * its run id as the session. Kept unchanged so that running sagas and recorded histories replay.
+ */
+async function legacySaga(input: SagaInput): Promise<SagaState> {
+  const { runId } = workflowInfo();
   const sessionId = runId;
   const act = activities(input);
   const state: SagaState = {
@@ -86,6 +242,7 @@ export async function reservationSaga(input: SagaInput): Promise<SagaState> {
     errors: [],
   };
   let reservationFailed: string | undefined;
+  const { finish } = lifecycle(state);
 
   setHandler(stateQuery, () => state);
   setHandler(
@@ -96,39 +253,17 @@ export async function reservationSaga(input: SagaInput): Promise<SagaState> {
       throw ApplicationFailure.nonRetryable(`reservation failed: ${reservationFailed}`, 'RESERVATION_FAILED');
     },
     {
-      // Same idempotency key, other payload: refused before anything is written to history.
-      validator: ({ requestHash }) => {
-        if (requestHash !== input.requestHash) {
-          throw ApplicationFailure.nonRetryable(
-            `idempotency key ${input.idempotencyKey} was already used with another payload`,
-            ErrorType.IDEMPOTENCY_KEY_REUSED,
-          );
-        }
+      validator: (request) => {
+        if (hashOf(request) !== input.requestHash) throw keyReused(input.idempotencyKey);
       },
     },
   );
-
-  const enter = (phase: SagaPhase) => {
-    state.phase = phase;
-    upsertSearchAttributes([{ key: SAGA_PHASE, value: phase }]);
-  };
-  const finish = (outcome: SagaOutcome, reason?: string): SagaState => {
-    state.outcome = outcome;
-    if (reason !== undefined) state.reason = reason;
-    state.phase = outcome;
-    upsertSearchAttributes([
-      { key: SAGA_PHASE, value: outcome },
-      { key: SAGA_OUTCOME, value: outcome },
-    ]);
-    return state;
-  };
   upsertSearchAttributes([
     { key: SAGA_TYPE, value: input.type },
     { key: INTENT_KEY, value: input.intentKey },
     { key: SAGA_PHASE, value: SagaPhase.RESERVING },
   ]);
 
-  // 1. Reserve: the only synchronous step; its answer goes back to the caller through the update.
   try {
     state.reservation = await act.reserve.reserveIntent({ type: input.type, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
   } catch (err) {
@@ -137,7 +272,24 @@ export async function reservationSaga(input: SagaInput): Promise<SagaState> {
     return finish(SagaOutcome.REJECTED, 'RESERVATION_FAILED');
   }
   if (state.reservation.status !== 'SUCCESS') return finish(SagaOutcome.REJECTED, state.reservation.status);
-  const fencingToken = state.reservation.fencingToken;
+  return runReserved(input, sessionId, state.reservation.fencingToken, state, { searchableRegistered: true });
+}
+
+/**
+ * Everything after a successful reservation: the fenced write, finalisation, steps, compensation.
+ * `searchableRegistered`: also upsert the REGISTERED phase, as sagas from before the gate did (it is
+ * followed by RUNNING_STEPS in the same workflow task, so nobody outside could ever see it).
+ */
+async function runReserved(
+  input: SagaInput,
+  sessionId: string,
+  fencingToken: string,
+  state: SagaState,
+  options: { searchableRegistered: boolean },
+): Promise<SagaState> {
+  const { workflowId } = workflowInfo();
+  const act = activities(input);
+  const { enter, finish } = lifecycle(state);
   state.fencingToken = fencingToken;
 
   const owner = { type: input.type, intentKey: input.intentKey, sessionId, fencingToken };
@@ -162,7 +314,8 @@ export async function reservationSaga(input: SagaInput): Promise<SagaState> {
 
     // 3. Finalise: the row becomes REGISTERED (fenced) before the reservation is promoted.
     await act.finalize.finalizeEntity(owner);
-    enter(SagaPhase.REGISTERED);
+    if (options.searchableRegistered) enter(SagaPhase.REGISTERED);
+    else state.phase = SagaPhase.REGISTERED;
 
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);

@@ -23,6 +23,8 @@ declare module 'vitest' {
     redisUrl: string;
     runPrefix: string;
     workflowBundlePath: string;
+    /** The Temporal CLI the dev server runs from ('' when the SDK downloaded its own server). */
+    temporalCli: string;
   }
 }
 
@@ -45,9 +47,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await ensureDatabase(databaseUrl.toString());
   await migrate(databaseUrl.toString());
 
+  const executable = temporalExecutable();
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
-      executable: temporalExecutable(),
+      executable,
       searchAttributes: [...SEARCH_ATTRIBUTES],
       extraArgs: ['--log-level', 'error'],
     },
@@ -63,6 +66,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('redisUrl', REDIS_URL);
   project.provide('runPrefix', runPrefix);
   project.provide('workflowBundlePath', workflowBundlePath);
+  project.provide('temporalCli', executable.type === 'existing-path' ? executable.path : '');
 
   return async () => {
     await env.teardown();

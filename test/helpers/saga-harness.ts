@@ -14,7 +14,8 @@ import { createPool } from '../../src/db/pool';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { createWorker, type AppWorker } from '../../src/worker';
-import type { OrderInput } from '../../src/sagas';
+import type { OrderInput, SagaTypes } from '../../src/sagas';
+import type { SagaTimings } from '../../src/shared';
 import { testConfig } from './context';
 
 /** Short timings: lease 3 s, beats every 300 ms, heartbeat timeout 1.5 s. */
@@ -27,37 +28,49 @@ export interface SagaHarness {
   redis: Redis | Cluster;
   pool: Pool;
   rms: Rms;
+  /** Another SagaClient on the same connections (its own in-flight sharing), with other timings if given. */
+  newClient: (timings?: Partial<SagaTimings>) => SagaClient;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
   stop: () => Promise<void>;
 }
 
 /** Starts a worker (unless `worker: false`) and a client for the test file named `name`. */
-export async function startHarness(name: string, options: { worker?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<SagaHarness> {
+export async function startHarness(
+  name: string,
+  options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes } = {},
+): Promise<SagaHarness> {
   const config = testConfig(name, { ...FAST_TIMINGS, ...options.env });
   let app: AppWorker | undefined;
   let running: Promise<void> = Promise.resolve();
   let nativeConnection: NativeConnection | undefined;
   if (options.worker !== false) {
     nativeConnection = await NativeConnection.connect({ address: config.temporal.address });
-    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') }, sagaTypes: options.sagaTypes });
     running = app.worker.run();
   }
   const redis = createRedis(config.redis);
   const pool = createPool(config.db);
+  const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
-  const client = new SagaClient({
-    client: new Client({ connection, namespace: config.temporal.namespace }),
-    taskQueue: config.temporal.taskQueue,
-    uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
-    timings: { ...config.saga, compensationAttempts: 2 },
-  });
+  const temporal = new Client({ connection, namespace: config.temporal.namespace });
+  const newClient = (timings: Partial<SagaTimings> = {}) =>
+    new SagaClient({
+      client: temporal,
+      rms,
+      pool,
+      taskQueue: config.temporal.taskQueue,
+      uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
+      timings: { ...config.saga, compensationAttempts: 2, ...timings },
+      types: options.sagaTypes,
+    });
   return {
     config,
-    client,
+    client: newClient(),
+    newClient,
     redis,
     pool,
-    rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
+    rms,
     app,
     stop: async () => {
       app?.worker.shutdown();

@@ -73,6 +73,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const retry = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
 
       expect(retry.fencingToken).toBe(first.fencingToken);
+      expect([first.alreadyHeld, retry.alreadyHeld]).toEqual([false, true]);
       expect(retry.expiresAt).toBeLessThanOrEqual(first.expiresAt + 1); // not lengthened (1 ms of rounding)
     });
 
@@ -84,8 +85,9 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const others = await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS });
       const same = await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS });
 
-      expect(others).toEqual({ status: 'DUPLICATE' });
-      expect(same).toEqual({ status: 'DUPLICATE' });
+      // The marker names its owner, so the owner's retry can tell its own entity from another's.
+      expect(others).toEqual({ status: 'DUPLICATE', owner: { sessionId: 'session-a', fencingToken: held.fencingToken } });
+      expect(same).toEqual(others);
     });
   });
 
@@ -312,6 +314,34 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(marked).toEqual({ status: 'MARKED' });
       expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsToken: '42', lastFencingToken: '42' });
       expect((await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS })).status).toBe('DUPLICATE');
+    });
+
+    it('markExists records the owner PostgreSQL names, and free by its token removes that marker', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+
+      await rms.markExists({ intent, fencingToken: '42', sessionId: 'session-a' });
+
+      expect(await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS })).toEqual({
+        status: 'DUPLICATE',
+        owner: { sessionId: 'session-a', fencingToken: '42' },
+      });
+      expect(await rms.free({ intent, fencingToken: '4' })).toEqual({ status: 'NOT_OWNER' });
+      expect(await rms.free({ intent, fencingToken: '42' })).toEqual({ status: 'FREED' });
+    });
+
+    it('keeps working on a marker written before owners were kept (the bare token)', async ({ task }) => {
+      const { rms, intent, prefix } = arrange(task.fullName);
+      await redis.set(`${prefix}entity_exists:{${intent}}`, '42');
+
+      const duplicate = await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS });
+      await rms.markExists({ intent, fencingToken: '41', sessionId: 'session-b' });
+      const kept = await rms.inspect(intent);
+      const freed = await rms.free({ intent, fencingToken: '42' });
+
+      expect(duplicate).toEqual({ status: 'DUPLICATE', owner: { fencingToken: '42' } });
+      expect(kept).toMatchObject({ exists: true, existsToken: '42' });
+      expect(kept.existsSessionId).toBeUndefined();
+      expect(freed).toEqual({ status: 'FREED' });
     });
 
     it('markExists with an older token keeps the newer marker, so its owner can still free it', async ({ task }) => {

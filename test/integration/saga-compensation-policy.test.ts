@@ -1,66 +1,61 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
-import { REFUND_REFUSED_CARD } from '../../src/sagas';
-import { reservationUpdate, sagaWorkflowId, type CompensationPolicy } from '../../src/shared';
-import { reservationSaga } from '../../src/workflows';
+import { REFUND_REFUSED_CARD, defineSagaTypes, orderSaga } from '../../src/sagas';
+import type { CompensationPolicy } from '../../src/shared';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+
+/** The order saga under another compensation policy: the worker takes the policy from the type, never from the caller. */
+const withPolicy = (type: string, compensation: CompensationPolicy) => ({ ...orderSaga, type, compensation });
 
 let h: SagaHarness;
 beforeAll(async () => {
-  h = await startHarness('saga compensation policy');
+  h = await startHarness('saga compensation policy', {
+    sagaTypes: defineSagaTypes(
+      withPolicy('order-stop-on-error', { parallel: false, continueOnError: false, freeIntent: true }),
+      withPolicy('order-parallel', { parallel: true, continueOnError: true, freeIntent: true }),
+      withPolicy('order-keep-intent', { parallel: false, continueOnError: true, freeIntent: false }),
+    ),
+  });
 });
 afterAll(async () => {
   await h?.stop();
 });
 
-/** Runs a short-stock order whose refund is refused, under the given compensation policy. */
-async function runWithPolicy(policy: CompensationPolicy) {
-  const input = h.client.prepare('order', order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] }));
-  input.compensation = policy;
-  const handle = await h.client.temporal.workflow.start(reservationSaga, {
-    workflowId: sagaWorkflowId('order', input.idempotencyKey),
-    taskQueue: h.config.temporal.taskQueue,
-    args: [input],
-  });
-  await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: input.requestHash }] });
-  return { input, final: await handle.result() };
+/** Runs a short-stock order of `type` (whose refund is refused, unless `refundable`) to its end. */
+async function run(type: string, refundable = false) {
+  const data = order({ items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }], ...(refundable ? {} : { payment: { card: REFUND_REFUSED_CARD } }) });
+  const started = await h.client.start(type, data);
+  expect(started.reservation.status).toBe('SUCCESS');
+  return { intentKey: started.intentKey, final: await h.client.result(started.workflowId) };
 }
 
 describe('compensation policy', () => {
   it('stops at the first failed compensation without continue-on-error, and surfaces it', async () => {
-    const { input, final } = await runWithPolicy({ parallel: false, continueOnError: false, freeIntent: true });
+    const { intentKey, final } = await run('order-stop-on-error');
 
     expect(final.outcome).toBe('COMPENSATION_FAILED');
     expect(final.compensationsRun).toEqual(['releaseStock']);
     expect(final.errors.map((e) => e.at)).toContain('refundPayment');
     // The entity was not undone: it stays registered for an operator to resolve.
-    expect((await ordersTable.find(h.pool, input.intentKey))?.status).toBe('REGISTERED');
-    expect((await h.rms.inspect(input.intentKey)).exists).toBe(true);
+    expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('REGISTERED');
+    expect((await h.rms.inspect(intentKey)).exists).toBe(true);
   });
 
   it('runs every compensation concurrently when parallel, recording the one that failed', async () => {
-    const { input, final } = await runWithPolicy({ parallel: true, continueOnError: true, freeIntent: true });
+    const { intentKey, final } = await run('order-parallel');
 
     expect(final.outcome).toBe('COMPENSATION_FAILED');
     expect([...final.compensationsRun].sort()).toEqual(['releaseStock', 'undoEntity']);
     expect(final.errors.map((e) => e.at)).toContain('refundPayment');
-    expect((await ordersTable.find(h.pool, input.intentKey))?.status).toBe('COMPENSATED');
+    expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('COMPENSATED');
   });
 
   it('keeps the intent taken after compensation when the type does not free it', async () => {
-    const input = h.client.prepare('order', order({ items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] }));
-    input.compensation = { parallel: false, continueOnError: true, freeIntent: false };
-    const handle = await h.client.temporal.workflow.start(reservationSaga, {
-      workflowId: sagaWorkflowId('order', input.idempotencyKey),
-      taskQueue: h.config.temporal.taskQueue,
-      args: [input],
-    });
-
-    const final = await handle.result();
+    const { intentKey, final } = await run('order-keep-intent', true);
 
     expect(final.outcome).toBe('COMPENSATED');
-    expect((await ordersTable.find(h.pool, input.intentKey))?.status).toBe('COMPENSATED');
-    const rms = await h.rms.inspect(input.intentKey);
+    expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('COMPENSATED');
+    const rms = await h.rms.inspect(intentKey);
     expect(rms).toMatchObject({ exists: true, existsToken: final.fencingToken });
     expect(rms.holder).toBeUndefined();
   });

@@ -1,8 +1,10 @@
 /**
  * Keeps the README and docs/ from rotting: every shell command they show is one that `make test` or
  * `.ci/run` runs (or a `bin/saga` example that the CLI's own parser accepts, with data the saga type
- * accepts), the configuration and exit-code tables match the code, the TypeScript examples compile,
- * and the images exist. The README's "## Performance" section belongs to the benchmarks and is left out.
+ * accepts, or a `temporal` example that the demo runs, with input the worker accepts), the
+ * configuration and exit-code tables match the code, the demo's example table has the demo's
+ * columns, the TypeScript examples compile, and the images exist. The README's "## Performance"
+ * section belongs to the benchmarks and is left out.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -10,7 +12,9 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { buildProgram, EXIT } from '../../src/cli';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
-import { prepareSaga } from '../../src/sagas';
+import { planSaga, prepareSaga } from '../../src/sagas';
+import { DEMO_COLUMNS } from '../../scripts/demo/report';
+import { temporalAnswerArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { codeBlocks, inlineCode, shellCommands, type ShellCommand } from '../helpers/markdown';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -51,7 +55,8 @@ const commands: { file: string; command: ShellCommand }[] = Object.entries(DOCS)
     .flatMap((b) => shellCommands(b.body).map((command) => ({ file, command }))),
 );
 const sagaCommands = commands.filter(({ command }) => command.argv[0] === 'bin/saga');
-const otherCommands = commands.filter(({ command }) => command.argv[0] !== 'bin/saga');
+const temporalCommands = commands.filter(({ command }) => command.argv[0] === 'temporal');
+const otherCommands = commands.filter(({ command }) => !['bin/saga', 'temporal'].includes(command.argv[0]!));
 
 /** Parses `args` with the CLI's program, every action replaced by a no-op; throws what commander throws. */
 async function parseWithCli(args: string[]): Promise<void> {
@@ -126,6 +131,54 @@ describe('the README and docs/', () => {
         expect(() => prepareSaga(type!, JSON.parse(data), { idempotencyKey: optionValue(args, '--idempotency-key'), timings }), `${file}: ${command.line}`).not.toThrow();
       }
     }
+  });
+
+  it('give temporal examples that the demo runs, with input the worker accepts', () => {
+    // The demo's sixth scene runs these arguments with the Temporal CLI (`make demo ARGS=--once` in .ci/run).
+    const scenario = read('scripts/demo/scenario.ts');
+    expect(scenario).toContain('temporalStartArgs(');
+    expect(scenario).toContain('temporalAnswerArgs(');
+    const starts = temporalCommands.filter(({ command }) => command.argv.slice(1, 3).join(' ') === 'workflow start');
+    const answers = temporalCommands.filter(({ command }) => command.argv.slice(1, 4).join(' ') === 'workflow update execute');
+    expect(starts.length).toBeGreaterThan(0);
+    expect(answers.length).toBeGreaterThan(0);
+    expect(starts.length + answers.length).toBe(temporalCommands.length);
+    const config = loadConfig({});
+    const started = new Set<string>();
+    for (const { file, command } of starts) {
+      const input = JSON.parse(optionValue(command.argv, '--input')!) as { type: string; idempotencyKey: string; data: unknown };
+      expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(temporalStartArgs(config.temporal.taskQueue, input.type, input.idempotencyKey, input.data));
+      const workflowId = optionValue(command.argv, '--workflow-id')!;
+      const timings = { ...config.saga, compensationAttempts: 1 };
+      expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings }), `${file}: ${command.line}`).not.toThrow();
+      started.add(workflowId);
+    }
+    for (const { file, command } of answers) {
+      const workflowId = optionValue(command.argv, '--workflow-id')!;
+      expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(temporalAnswerArgs(workflowId));
+      expect(started, `${file}: ${command.line} answers a saga no example starts`).toContain(workflowId);
+    }
+  });
+
+  it('show the demo\'s table with the columns the demo prints, every row as expected', () => {
+    const table = codeBlocks(README).find((b) => b.lang === 'text' && b.body.startsWith('request '));
+    expect(table, 'a text block starting with the demo table\'s header').toBeDefined();
+    // The table, then a blank line, then the verdict and the gate's counts.
+    const lines = table!.body.split('\n');
+    const [header, rule] = lines;
+    const body = lines.slice(2, lines.indexOf(''));
+    expect(header!.trim().split(/\s{2,}/)).toEqual([...DEMO_COLUMNS]);
+    const columns = rule!.split('  ').filter((c) => c.length > 0);
+    expect(columns).toHaveLength(DEMO_COLUMNS.length);
+    expect(body.length).toBeGreaterThan(5);
+    const expectedColumn = DEMO_COLUMNS.indexOf('as expected');
+    const start = columns.slice(0, expectedColumn).reduce((n, c) => n + c.length + 2, 0);
+    for (const row of body) expect(row.slice(start, start + columns[expectedColumn]!.length).trim(), row).toBe('yes');
+    const verdict = /^(\d+) of (\d+) requests/m.exec(table!.body);
+    expect(verdict, 'the demo\'s verdict line').not.toBeNull();
+    expect(verdict![1]).toBe(verdict![2]);
+    expect(Number(verdict![2])).toBe(body.length);
+    expect(table!.body).toMatch(/^The gate's answers \(SagaClient\.gateCounts\): /m);
   });
 
   it('name only make targets that exist', () => {

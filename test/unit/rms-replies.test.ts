@@ -14,18 +14,22 @@ const intent = `order:${'A'.repeat(43)}`;
 
 describe('reply mapping', () => {
   it('maps reserve replies to the ReserveResult union', () => {
-    expect(toReserveResult(['SUCCESS', '1795243242523872', 1795243247523], 'session-a')).toEqual({
+    expect(toReserveResult(['SUCCESS', '1795243242523872', 1795243247523, 0], 'session-a')).toEqual({
       status: 'SUCCESS',
       sessionId: 'session-a',
       fencingToken: '1795243242523872',
       expiresAt: 1795243247523,
+      alreadyHeld: false,
     });
-    expect(toReserveResult(['DUPLICATE'], 'session-a')).toEqual({ status: 'DUPLICATE' });
+    expect(toReserveResult(['SUCCESS', '17', 5, 1], 'session-a')).toMatchObject({ alreadyHeld: true });
+    expect(toReserveResult(['DUPLICATE', 'session-b:12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { sessionId: 'session-b', fencingToken: '12' } });
+    // A marker written before owners were kept: the bare token.
+    expect(toReserveResult(['DUPLICATE', '12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { fencingToken: '12' } });
     expect(toReserveResult(['CONFLICT', 4997], 'session-a')).toEqual({ status: 'CONFLICT', retryAfterMs: 4997 });
   });
 
   it('keeps tokens beyond 2^53 exact, as strings', () => {
-    const result = toReserveResult(['SUCCESS', '9223372036854775807', 1], 's');
+    const result = toReserveResult(['SUCCESS', '9223372036854775807', 1, 0], 's');
 
     expect(result).toMatchObject({ fencingToken: '9223372036854775807' });
   });
@@ -43,13 +47,14 @@ describe('reply mapping', () => {
   });
 
   it('maps an inspection with everything set', () => {
-    const inspection = toIntentInspection(intent, ['session-a:17', 900, '12', '17']);
+    const inspection = toIntentInspection(intent, ['session-a:17', 900, 'session-b:12', '17']);
 
     expect(inspection).toEqual({
       intent,
       holder: { sessionId: 'session-a', fencingToken: '17', remainingMs: 900 },
       exists: true,
       existsToken: '12',
+      existsSessionId: 'session-b',
       lastFencingToken: '17',
     });
   });
@@ -62,9 +67,12 @@ describe('reply mapping', () => {
     ['reserve', () => toReserveResult(null, 's')],
     ['reserve', () => toReserveResult([], 's')],
     ['reserve', () => toReserveResult(['MAYBE'], 's')],
-    ['reserve', () => toReserveResult(['SUCCESS', 1795243242523872, 1], 's')],
-    ['reserve', () => toReserveResult(['SUCCESS', '01', 1], 's')],
-    ['reserve', () => toReserveResult(['SUCCESS', '1.7e+15', 1], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', 1795243242523872, 1, 0], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '01', 1, 0], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '1.7e+15', 1, 0], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '17', 1], 's')],
+    ['reserve', () => toReserveResult(['DUPLICATE'], 's')],
+    ['reserve', () => toReserveResult(['DUPLICATE', 'session:'], 's')],
     ['reserve', () => toReserveResult(['CONFLICT', '12'], 's')],
     ['extend', () => toExtendResult(['EXTENDED'])],
     ['extend', () => toExtendResult('OK')],

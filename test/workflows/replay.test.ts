@@ -10,8 +10,23 @@ const dir = path.join(__dirname, 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
 
 describe('recorded saga histories', () => {
-  it('include a success, a duplicate and a compensation', () => {
-    expect(files.map((f) => f.replace(/\.json$/, '')).sort()).toEqual(expect.arrayContaining(['compensated', 'completed', 'duplicate']));
+  it('include every saga shape: before the gate, started through the gate, and started by type', () => {
+    expect(files.map((f) => f.replace(/\.json$/, '')).sort()).toEqual(
+      expect.arrayContaining([
+        // Recorded before the gate: these sagas reserved by themselves with their run id as the session.
+        'legacy-compensated',
+        'legacy-completed',
+        'legacy-duplicate',
+        // Started by SagaClient with the gate's reservation.
+        'gate-compensated',
+        'gate-completed',
+        'gate-lease-expired',
+        // Started by a plain Temporal client with {type, idempotencyKey, data}.
+        'by-type-completed',
+        'by-type-conflict',
+        'by-type-invalid',
+      ]),
+    );
   });
 
   it.each(files)('replay %s without a determinism error', async (file) => {

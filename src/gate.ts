@@ -1,0 +1,59 @@
+/**
+ * The gate: one reservation of an intent, answered by Redis, with PostgreSQL asked only on SUCCESS.
+ * Used by `SagaClient.start` (before any workflow exists) and by the saga's own first step (to
+ * confirm a reservation the client took, or to reserve when a plain Temporal client started it).
+ */
+import type { Pool } from 'pg';
+import type { FencedTable } from './db';
+import { isSessionId, type EntityOwner, type Rms } from './rms';
+
+/** What the gate answers. */
+export type GateAnswer =
+  | {
+      status: 'SUCCESS';
+      fencingToken: string;
+      expiresAt: number;
+      /** The session already held this lease (a retry of the same saga): same token, not lengthened. */
+      alreadyHeld: boolean;
+    }
+  /** The entity exists; `owner` says whose saga created it (the caller's own, on a retry). */
+  | { status: 'DUPLICATE'; owner: EntityOwner }
+  | { status: 'CONFLICT'; retryAfterMs: number };
+
+/** One reservation request. */
+export interface GateRequest {
+  /** The table of the saga type's entity rows: the truth check looks the intent up there. */
+  table: FencedTable;
+  intentKey: string;
+  sessionId: string;
+  leaseMs: number;
+}
+
+/**
+ * Reserves `intentKey` for `sessionId`: one Lua call in Redis; on SUCCESS, one point lookup in
+ * PostgreSQL, the truth, which Redis may have forgotten (a restart, a flush, an expired marker). A
+ * REGISTERED or COMPLETED row of another token makes the answer DUPLICATE: Redis is repaired (the
+ * marker records the row's owner, the fence rises to its token) and the lease just taken is given
+ * back. Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
+ */
+export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateRequest): Promise<GateAnswer> {
+  const { rms, pool } = deps;
+  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+  if (reserved.status !== 'SUCCESS') return reserved;
+  const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
+  let row;
+  try {
+    row = await req.table.find(pool, req.intentKey);
+  } catch (err) {
+    // Nothing will use a lease this call took; one that was already held belongs to a running saga.
+    if (!reserved.alreadyHeld) await rms.release(lease).catch(() => undefined);
+    throw err;
+  }
+  if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
+    const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionId: row.sessionId } : {}) };
+    await rms.markExists({ intent: req.intentKey, ...owner });
+    await rms.release(lease);
+    return { status: 'DUPLICATE', owner };
+  }
+  return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
+}

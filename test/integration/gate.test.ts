@@ -1,0 +1,401 @@
+/**
+ * The gate in front of Temporal: DUPLICATE and CONFLICT answered from Redis with no workflow started,
+ * SUCCESS answered with one start call, retries of one idempotency key answered from its saga, and
+ * sagas started by plain Temporal clients. Most tests run with no worker at all, as a fleet that is
+ * down or busy would leave the gate; a worker is started only to take a saga to its end.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SagaClient } from '../../src/client';
+import { ordersTable } from '../../src/db';
+import { createPool } from '../../src/db/pool';
+import { reserveIntent, type GateAnswer } from '../../src/gate';
+import { Rms, RmsUnavailableError } from '../../src/rms';
+import { createRedis } from '../../src/rms/connection';
+import { sagaSessionId } from '../../src/sagas';
+import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
+import { createWorker } from '../../src/worker';
+import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+
+let h: SagaHarness;
+beforeAll(async () => {
+  h = await startHarness('gate', { worker: false });
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** Runs an in-process worker on the test's task queue while `fn` runs. */
+async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
+  const connection = await NativeConnection.connect({ address: h.config.temporal.address });
+  const app = await createWorker({ config: h.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+  try {
+    return await app.worker.runUntil(fn);
+  } finally {
+    await app.close();
+    await connection.close();
+  }
+}
+
+/** Whether a workflow with this id exists (running or closed). */
+async function exists(workflowId: string): Promise<boolean> {
+  try {
+    await h.client.temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/** What SagaClient is built from in these tests: the harness's connections. */
+const clientOptions = () => ({
+  client: h.client.temporal,
+  rms: h.rms,
+  pool: h.pool,
+  taskQueue: h.config.temporal.taskQueue,
+  uiUrl: '',
+  timings: { ...h.config.saga, compensationAttempts: 2 },
+});
+
+const intentOf = (data: unknown) => h.client.prepare('order', data).intentKey;
+const sessionOf = (workflowId: string) => sagaSessionId(h.config.temporal.namespace, workflowId);
+const tokenOf = (answer: ReservationAnswer) => (answer.status === 'SUCCESS' ? answer.fencingToken : undefined);
+const tokenOfGate = (answer: GateAnswer) => (answer.status === 'SUCCESS' ? answer.fencingToken : undefined);
+
+/** Another saga's entity: reserved and finalised under a session that is not any key's. */
+async function createdElsewhere(intent: string): Promise<void> {
+  const held = await h.rms.reserve({ intent, sessionId: 'another-saga', leaseMs: 60_000 });
+  if (held.status !== 'SUCCESS') throw new Error(`could not arrange the entity: ${held.status}`);
+  await h.rms.finalize({ intent, sessionId: 'another-saga', fencingToken: held.fencingToken });
+}
+
+describe('the gate', () => {
+  it('answers DUPLICATE, CONFLICT and SUCCESS with every worker stopped; only SUCCESS starts a workflow, which then waits for a worker', async () => {
+    const [duplicateCart, conflictCart, newCart] = [order(), order(), order()];
+    await createdElsewhere(intentOf(duplicateCart));
+    await h.rms.reserve({ intent: intentOf(conflictCart), sessionId: 'another-saga', leaseMs: 60_000 });
+    const client = h.newClient();
+
+    const [duplicate, conflict, success] = await Promise.all([
+      client.start('order', duplicateCart),
+      client.start('order', conflictCart),
+      client.start('order', newCart),
+    ]);
+
+    expect(duplicate).toMatchObject({ reservation: { status: 'DUPLICATE' }, started: false });
+    expect(conflict).toMatchObject({ reservation: { status: 'CONFLICT', retryAfterMs: expect.any(Number) }, started: false });
+    expect(conflict.reservation.status === 'CONFLICT' && conflict.reservation.retryAfterMs).toBeLessThanOrEqual(60_000);
+    expect(success).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true, runId: expect.any(String), url: expect.any(String) });
+    expect([duplicate.runId, duplicate.url, conflict.runId, conflict.url]).toEqual([undefined, undefined, undefined, undefined]);
+    expect(await exists(duplicate.workflowId)).toBe(false);
+    expect(await exists(conflict.workflowId)).toBe(false);
+    expect(client.gateCounts).toEqual({ SUCCESS: 1, DUPLICATE: 1, CONFLICT: 1 });
+    // The answer's lease is in Redis, held by the saga's own session, while the saga waits for a worker.
+    const handle = h.client.temporal.workflow.getHandle(success.workflowId);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect((await h.rms.inspect(success.intentKey)).holder).toMatchObject({
+      sessionId: sessionOf(success.workflowId),
+      fencingToken: tokenOf(success.reservation),
+    });
+
+    const final = await withWorker(() => h.client.result(success.workflowId));
+
+    expect(final).toMatchObject({ outcome: 'COMPLETED', fencingToken: tokenOf(success.reservation), errors: [] });
+  });
+
+  it('gives exactly one of 200 concurrent different requests for one intent SUCCESS, and starts exactly one workflow', async () => {
+    const cart = order();
+    const keys = Array.from({ length: 200 }, () => `conc-${randomUUID()}`);
+    // Twenty clients, so requests also race across clients.
+    const clients = Array.from({ length: 20 }, () => h.newClient({ leaseMs: 60_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 10_000 }));
+
+    const answers = await Promise.all(keys.map((key, i) => clients[i % 20]!.start('order', cart, { idempotencyKey: key })));
+
+    const successes = answers.filter((a) => a.reservation.status === 'SUCCESS');
+    expect(successes).toHaveLength(1);
+    expect(answers.filter((a) => a.started)).toEqual(successes);
+    for (const a of answers) expect(['SUCCESS', 'CONFLICT', 'DUPLICATE']).toContain(a.reservation.status);
+    const started = await Promise.all(answers.map((a) => exists(a.workflowId)));
+    expect(started.filter(Boolean)).toHaveLength(1);
+    await withWorker(() => h.client.result(successes[0]!.workflowId));
+    const { rows } = await h.pool.query('SELECT count(*)::int AS n FROM orders WHERE intent_key = $1', [successes[0]!.intentKey]);
+    expect(rows[0]).toEqual({ n: 1 });
+  });
+
+  it('gives a key retried after CONFLICT a fresh answer: nothing of the first answer remains', async () => {
+    const cart = order();
+    const intent = intentOf(cart);
+    const holder = await h.rms.reserve({ intent, sessionId: 'another-saga', leaseMs: 60_000 });
+    const key = `after-conflict-${randomUUID()}`;
+
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    if (holder.status === 'SUCCESS') await h.rms.release({ intent, sessionId: 'another-saga', fencingToken: holder.fencingToken });
+    const second = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(first.reservation.status).toBe('CONFLICT');
+    expect(second).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+    expect((await withWorker(() => h.client.result(second.workflowId))).outcome).toBe('COMPLETED');
+  });
+
+  it('loses nothing when the client dies between reserve and start: a retry with the same key takes the same lease and starts the saga', async () => {
+    const cart = order();
+    const key = `crash-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    // What the dead client did: the gate's reservation for the key's session, and no start call.
+    const orphan = await reserveIntent(h, { table: ordersTable, intentKey: intentOf(cart), sessionId: sessionOf(workflowId), leaseMs: 60_000 });
+    expect(orphan.status).toBe('SUCCESS');
+
+    const other = await h.client.start('order', cart);
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(other.reservation.status).toBe('CONFLICT');
+    expect(retry).toMatchObject({ workflowId, started: true, reservation: { status: 'SUCCESS', fencingToken: tokenOfGate(orphan) } });
+    const final = await withWorker(() => h.client.result(workflowId));
+    expect(final).toMatchObject({ outcome: 'COMPLETED', fencingToken: tokenOfGate(orphan) });
+  });
+
+  it('lets the lease of a client that died between reserve and start expire; then the retry succeeds with a higher token', async () => {
+    const cart = order();
+    const key = `crash-expired-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    const orphan = await reserveIntent(h, { table: ordersTable, intentKey: intentOf(cart), sessionId: sessionOf(workflowId), leaseMs: 300 });
+    await eventually(() => h.rms.inspect(intentOf(cart)), (i) => i.holder === undefined, 'the orphaned lease to expire');
+
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(retry.reservation.status).toBe('SUCCESS');
+    expect(BigInt(tokenOf(retry.reservation)!)).toBeGreaterThan(BigInt(tokenOfGate(orphan)!));
+    expect((await withWorker(() => h.client.result(workflowId))).outcome).toBe('COMPLETED');
+  });
+
+  it('answers DUPLICATE from PostgreSQL when Redis lost the marker, starts nothing, and repairs the marker with its owner', async () => {
+    const cart = order();
+    const first = await h.client.start('order', cart);
+    const done = await withWorker(() => h.client.result(first.workflowId));
+    await h.redis.del(...['processing', 'entity_exists', 'fence'].map((k) => `${h.config.redis.keyPrefix}${k}:{${first.intentKey}}`));
+
+    const second = await h.client.start('order', cart);
+
+    expect(second).toMatchObject({ reservation: { status: 'DUPLICATE' }, started: false });
+    expect(await exists(second.workflowId)).toBe(false);
+    const rms = await h.rms.inspect(first.intentKey);
+    expect(rms).toMatchObject({ exists: true, existsToken: done.fencingToken, existsSessionId: sessionOf(first.workflowId) });
+    expect(rms.holder).toBeUndefined();
+    // The first request's own retry is told its saga's answer, not DUPLICATE.
+    await h.redis.del(...['processing', 'entity_exists', 'fence'].map((k) => `${h.config.redis.keyPrefix}${k}:{${first.intentKey}}`));
+    const retry = await h.client.start('order', cart, { idempotencyKey: first.idempotencyKey });
+    expect(retry).toEqual({ ...first, outcome: 'COMPLETED' });
+    expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
+  });
+
+  it('burns nothing when Redis is out of reach: no workflow, and the same key later gets a fresh answer', async () => {
+    const unreachable = createRedis({ ...h.config.redis, url: 'redis://127.0.0.1:1', commandTimeoutMs: 300 });
+    unreachable.on('error', () => undefined); // the refused connections are this test's point
+    const broken = new SagaClient({ ...clientOptions(), rms: new Rms(unreachable, { keyPrefix: h.config.redis.keyPrefix }) });
+    const cart = order();
+    const key = `redis-down-${randomUUID()}`;
+
+    await expect(broken.start('order', cart, { idempotencyKey: key })).rejects.toBeInstanceOf(RmsUnavailableError);
+    unreachable.disconnect();
+
+    expect(await exists(sagaWorkflowId('order', key))).toBe(false);
+    const later = await h.client.start('order', cart, { idempotencyKey: key });
+    expect(later).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+    await withWorker(() => h.client.result(later.workflowId));
+  });
+
+  it('leaves the lease to its key when Temporal is out of reach: the same key retried later starts the saga with that token', async () => {
+    const connection = Connection.lazy({ address: '127.0.0.1:1', connectTimeout: 300 });
+    const broken = new SagaClient({ ...clientOptions(), client: new Client({ connection, namespace: h.config.temporal.namespace }) });
+    const cart = order();
+    const key = `temporal-down-${randomUUID()}`;
+
+    const failed = await broken.start('order', cart, { idempotencyKey: key }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await connection.close();
+    // The start may have landed with its reply lost, so the lease is not given back: it is the key's.
+    const held = (await h.rms.inspect(intentOf(cart))).holder;
+    const startedBefore = await exists(sagaWorkflowId('order', key));
+    const other = await h.client.start('order', cart);
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(failed).toBeInstanceOf(Error);
+    expect(startedBefore).toBe(false);
+    expect(held?.sessionId).toBe(sessionOf(sagaWorkflowId('order', key)));
+    expect(other.reservation.status).toBe('CONFLICT');
+    expect(retry).toMatchObject({ started: true, reservation: { status: 'SUCCESS', fencingToken: held?.fencingToken } });
+    expect((await withWorker(() => h.client.result(retry.workflowId))).outcome).toBe('COMPLETED');
+  });
+
+  it('gives the lease back when PostgreSQL is out of reach for the truth check, and starts nothing', async () => {
+    const unreachable = createPool({ ...h.config.db, url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 300 });
+    const broken = new SagaClient({ ...clientOptions(), pool: unreachable });
+    const cart = order();
+
+    const failed = await broken.start('order', cart).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await unreachable.end();
+
+    expect(failed).toBeInstanceOf(Error);
+    expect((failed as Error).message).toMatch(/ECONNREFUSED|connect/);
+    expect((await h.rms.inspect(intentOf(cart))).holder).toBeUndefined();
+    expect((await h.client.start('order', cart)).reservation.status).toBe('SUCCESS');
+  });
+});
+
+describe('a retry with the same idempotency key', () => {
+  it('after the saga ended gets its recorded answer and outcome from history, with no worker running', async () => {
+    const cart = order();
+    const key = `ended-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    await withWorker(() => h.client.result(first.workflowId));
+
+    const again = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(again).toEqual({ ...first, outcome: 'COMPLETED' });
+  });
+
+  it('after its saga was compensated and freed the intent starts no second saga, and leaves no lease behind', async () => {
+    const cart = order({ items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] });
+    const key = `freed-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    const final = await withWorker(() => h.client.result(first.workflowId));
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
+    expect((await h.rms.inspect(first.intentKey)).exists).toBe(false);
+
+    const again = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(again).toEqual({ ...first, outcome: 'COMPENSATED' });
+    expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
+    const { rows } = await h.pool.query('SELECT status FROM orders WHERE intent_key = $1', [first.intentKey]);
+    expect(rows).toEqual([{ status: 'COMPENSATED' }]);
+  });
+
+  it('while the saga waits for a worker gets the same SUCCESS and token, and another payload is refused without a lease left behind', async () => {
+    const cart = order();
+    const key = `running-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    const otherIntent = order();
+    const sameIntentOtherCard = { ...cart, payment: { card: '5555555555554444' } };
+
+    const again = await h.client.start('order', cart, { idempotencyKey: key });
+    const otherPayloads = await Promise.allSettled([
+      h.client.start('order', otherIntent, { idempotencyKey: key }),
+      h.client.start('order', sameIntentOtherCard, { idempotencyKey: key }),
+    ]);
+
+    expect(again).toEqual(first);
+    for (const settled of otherPayloads) {
+      expect(settled).toMatchObject({ status: 'rejected', reason: { name: 'SagaInputError', code: 'IDEMPOTENCY_KEY_REUSED' } });
+    }
+    expect((await h.rms.inspect(intentOf(otherIntent))).holder).toBeUndefined();
+    expect((await h.rms.inspect(first.intentKey)).holder).toMatchObject({ sessionId: sessionOf(first.workflowId), fencingToken: tokenOf(first.reservation) });
+    const final = await withWorker(() => h.client.result(first.workflowId));
+    expect(final.outcome).toBe('COMPLETED');
+    await expect(h.client.start('order', otherIntent, { idempotencyKey: key })).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+  });
+});
+
+describe('a saga whose gate lease ended before any worker ran it', () => {
+  const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+
+  it('reserves again and completes when nobody took the intent meanwhile', async () => {
+    const started = await h.newClient(SHORT).start('order', order());
+    await eventually(() => h.rms.inspect(started.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
+
+    const final = await withWorker(() => h.client.result(started.workflowId));
+
+    expect(final.outcome).toBe('COMPLETED');
+    expect(BigInt(final.fencingToken!)).toBeGreaterThan(BigInt(tokenOf(started.reservation)!));
+    expect(final.errors).toEqual([expect.objectContaining({ at: 'reserveIntent', type: 'LEASE_EXPIRED' })]);
+  });
+
+  it('ends REJECTED, writing nothing, when another request took the intent meanwhile: one entity', async () => {
+    const cart = order();
+    const late = await h.newClient(SHORT).start('order', cart);
+    await eventually(() => h.rms.inspect(late.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
+    const taker = await h.client.start('order', cart);
+    expect(taker.reservation.status).toBe('SUCCESS');
+
+    const [lateFinal, takerFinal] = await withWorker(() => Promise.all([h.client.result(late.workflowId), h.client.result(taker.workflowId)]));
+
+    expect(lateFinal).toMatchObject({ outcome: 'REJECTED', stepsDone: [] });
+    expect(['CONFLICT', 'DUPLICATE']).toContain(lateFinal.reason);
+    expect(takerFinal.outcome).toBe('COMPLETED');
+    const { rows } = await h.pool.query('SELECT last_fencing_token::text AS token FROM orders WHERE intent_key = $1', [late.intentKey]);
+    expect(rows).toEqual([{ token: takerFinal.fencingToken }]);
+  });
+});
+
+describe('a saga started by a plain Temporal client', () => {
+  const run = promisify(execFile);
+  const temporal = (args: string[]) => {
+    const cli = inject('temporalCli');
+    if (!cli) throw new Error('these tests need the Temporal CLI that scripts/ensure-temporal finds');
+    return run(cli, [...args, '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace]);
+  };
+  const startByType = (workflowId: string, input: unknown) =>
+    temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
+  /** The saga's failure message, once it failed. */
+  const failureOf = async (workflowId: string) => {
+    const err = await h.client.result(workflowId).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    return (err as WorkflowFailedError).cause?.message ?? '';
+  };
+
+  it('with {type, idempotencyKey, data} reserves by itself, answers through the reservation update, and a client retry finds it', async () => {
+    const cart = order();
+    const key = `cli-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await startByType(workflowId, { type: 'order', idempotencyKey: key, data: cart });
+
+    const { answer, final } = await withWorker(async () => {
+      const { stdout } = await temporal(['workflow', 'update', 'execute', '--name', 'reservation', '--workflow-id', workflowId, '--output', 'json']);
+      return { answer: stdout, final: await h.client.result(workflowId) };
+    });
+
+    expect(answer).toMatch(/"status":\s*"SUCCESS"/);
+    expect(answer).toContain(final.fencingToken!);
+    expect(final).toMatchObject({ outcome: 'COMPLETED', intentKey: intentOf(cart), requestHash: h.client.prepare('order', cart).requestHash });
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+    expect(retry).toMatchObject({ workflowId, started: true, outcome: 'COMPLETED', reservation: { status: 'SUCCESS', fencingToken: final.fencingToken } });
+  });
+
+  it.each([
+    ['the old field name payload', (key: string) => ({ type: 'order', idempotencyKey: key, payload: order() }), /invalid saga input: unknown field "payload"/],
+    ['data the type refuses', (key: string) => ({ type: 'order', idempotencyKey: key, data: { ...order(), items: [] } }), /invalid order input at items/],
+    ['an input that is no object', () => 'nonsense', /the saga input must be an object/],
+    ['a lease shorter than its heartbeat', (key: string) => ({ type: 'order', idempotencyKey: key, data: order(), timings: { leaseMs: 1000, heartbeatTimeoutMs: 5000 } }), /heartbeatTimeoutMs < leaseMs/],
+    ['a forged reservation', (key: string) => ({ type: 'order', idempotencyKey: key, data: order(), reservation: { sessionId: 'forged', fencingToken: '1', expiresAt: 0 } }), /reservation was not taken for this saga/],
+  ])('fails at once with a message naming the problem: %s', async (_, input, message) => {
+    const key = `bad-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await startByType(workflowId, input(key));
+
+    const failure = await withWorker(() => failureOf(workflowId));
+
+    expect(failure).toMatch(message);
+  });
+
+  it('fails at once when the workflow id is not the one its type and key name', async () => {
+    const key = `mismatch-${randomUUID()}`;
+    const workflowId = `order-someone-else-${randomUUID()}`;
+    await startByType(workflowId, { type: 'order', idempotencyKey: key, data: order() });
+
+    const failure = await withWorker(() => failureOf(workflowId));
+
+    expect(failure).toMatch(/must run as workflow id "order-mismatch-/);
+  });
+});

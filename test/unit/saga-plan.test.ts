@@ -1,0 +1,90 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { planSaga, prepareSaga, sagaSessionId, type OrderInput } from '../../src/sagas';
+
+const ROOT = path.resolve(__dirname, '../..');
+const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
+const cart: OrderInput = {
+  customer: 'ada',
+  items: [
+    { sku: 'y-ray', quantity: 1, priceCents: 100 },
+    { sku: 'jam', quantity: 2, priceCents: 250 },
+  ],
+  payment: { card: '4242424242424242' },
+};
+const ctx = (idempotencyKey: string) => ({ workflowId: `order-${idempotencyKey}`, namespace: 'default', timings });
+
+describe('planSaga: what the worker derives from a start by type', () => {
+  it('derives the same plan the client prepares, from {type, idempotencyKey, data} alone', () => {
+    const plan = planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k1'));
+
+    const prepared = prepareSaga('order', cart, { idempotencyKey: 'k1', timings });
+    expect(plan).toEqual({ ...prepared, sessionId: sagaSessionId('default', 'order-k1') });
+  });
+
+  it('re-derives, never trusts, what a client from before the gate computed', () => {
+    const forged = { ...prepareSaga('order', cart, { idempotencyKey: 'k1', timings }), intentKey: `order:${'A'.repeat(43)}`, steps: [], requestHash: 'x' };
+
+    const plan = planSaga(forged, ctx('k1'));
+
+    expect(plan).toMatchObject({ intentKey: prepareSaga('order', cart, { timings }).intentKey, steps: [{ step: 'chargePayment' }, { step: 'reserveStock' }] });
+    expect(plan.requestHash).not.toBe('x');
+  });
+
+  it('takes the caller’s timings within bounds, the worker’s where none are given', () => {
+    const own = { leaseMs: 3000, heartbeatIntervalMs: 300, heartbeatTimeoutMs: 1500 };
+
+    expect(planSaga({ type: 'order', idempotencyKey: 'k1', data: cart, timings: own }, ctx('k1')).timings).toEqual({ ...own, compensationAttempts: 5 });
+    expect(planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k1')).timings).toEqual(timings);
+  });
+
+  it.each([
+    ['not an object', [1, 2], /must be an object/],
+    ['a field it does not know', { type: 'order', idempotencyKey: 'k1', payload: cart }, /unknown field "payload"/],
+    ['no data', { type: 'order', idempotencyKey: 'k1' }, /missing field data/],
+    ['an unknown type', { type: 'nope', idempotencyKey: 'k1', data: cart }, /unknown saga type "nope"/],
+    ['a bad key', { type: 'order', idempotencyKey: 'has space', data: cart }, /idempotency key must be/],
+    ['data the type refuses', { type: 'order', idempotencyKey: 'k1', data: { ...cart, items: [] } }, /invalid order input at items/],
+    ['a zero lease', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { leaseMs: 0 } }, /timings.leaseMs/],
+    ['a lease within a heartbeat', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { leaseMs: 1000 } }, /heartbeatTimeoutMs < leaseMs/],
+    ['a thousand compensation attempts', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { compensationAttempts: 1000 } }, /compensationAttempts/],
+    ['a reservation of another session', { type: 'order', idempotencyKey: 'k1', data: cart, reservation: { sessionId: 'x', fencingToken: '1', expiresAt: 1 } }, /not taken for this saga's session/],
+    ['a reservation with a bad token', { type: 'order', idempotencyKey: 'k1', data: cart, reservation: { sessionId: 'x', fencingToken: '-1', expiresAt: 1 } }, /reservation.fencingToken/],
+  ])('refuses %s with INVALID_INPUT or UNKNOWN_SAGA_TYPE, naming the problem', (_, start, message) => {
+    expect(() => planSaga(start, ctx('k1'))).toThrow(message);
+    try {
+      planSaga(start, ctx('k1'));
+    } catch (err) {
+      expect(err).toMatchObject({ name: 'SagaInputError', code: expect.stringMatching(/^(INVALID_INPUT|UNKNOWN_SAGA_TYPE)$/) });
+    }
+  });
+
+  it('refuses a saga running under a workflow id its type and key do not name', () => {
+    expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k2'))).toThrow(/must run as workflow id "order-k1"/);
+  });
+});
+
+describe('sagaSessionId', () => {
+  it('is one session per workflow id and namespace, usable as an RMS session', () => {
+    const a = sagaSessionId('default', 'order-k1');
+
+    expect(sagaSessionId('default', 'order-k1')).toBe(a);
+    expect(sagaSessionId('default', 'order-k2')).not.toBe(a);
+    expect(sagaSessionId('other', 'order-k1')).not.toBe(a);
+    expect(a).toMatch(/^[A-Za-z0-9_-]{22}$/);
+  });
+});
+
+describe('the order intent', () => {
+  it('is the same on a host whose locale sorts j after y (Lithuanian)', () => {
+    const script = `const { prepareSaga } = require('./src/sagas'); process.stdout.write(prepareSaga('order', ${JSON.stringify(cart)}, { timings: ${JSON.stringify(timings)} }).intentKey);`;
+    const keyUnder = (locale: string) =>
+      execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', script], { cwd: ROOT, env: { ...process.env, LC_ALL: locale }, encoding: 'utf8' });
+
+    const lithuanian = keyUnder('lt_LT.UTF-8');
+
+    expect(lithuanian).toBe(keyUnder('C.UTF-8'));
+    expect(lithuanian).toBe(prepareSaga('order', cart, { timings }).intentKey);
+  });
+});
