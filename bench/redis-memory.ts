@@ -6,6 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { Rms, createRedis, intentKey, intentKeys } from '../src/rms';
+import { sagaSessionId } from '../src/sagas';
 import { closedLoop } from './lib/load';
 import { figureOf, withRatios, type BenchResult } from './lib/report';
 import { rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
@@ -53,8 +54,8 @@ export async function redisMemory({ config, sizes, progress }: BenchContext): Pr
       const label = `redis-memory round ${round + 1}/${rounds}`;
       const nonce = randomBytes(6).toString('hex');
       const intents = Array.from({ length: count }, (_, i) => intentKey('order', { bench: nonce, i }));
-      // A worker's session id is its workflow run id: a UUID.
-      const sessions = intents.map(() => randomUUID());
+      // A saga's session id is the digest of its workflow id (sagaSessionId), as the gate takes it.
+      const sessions = intents.map(() => sagaSessionId('default', `order-${randomUUID()}`));
       const tokens: string[] = new Array<string>(count);
       const all = intents.map((intent) => intentKeys(prefix, intent));
       const sample = all.slice(0, SAMPLE);
@@ -105,7 +106,8 @@ export async function redisMemory({ config, sizes, progress }: BenchContext): Pr
         fenceKey: first.fence.length,
         fenceValue: tokens[0]!.length,
         entityExistsKey: first.entityExists.length,
-        entityExistsValue: tokens[0]!.length,
+        // The marker records its owner: <session>:<token>, as finalize.lua writes it.
+        entityExistsValue: `${sessions[0]}:${tokens[0]}`.length,
       };
       push('live', CONTENDERS.seed, SEED_ESTIMATE_BYTES);
       push('live', CONTENDERS.payload, keyLengths.processingKey! + keyLengths.processingValue! + keyLengths.fenceKey! + keyLengths.fenceValue!);
@@ -127,7 +129,7 @@ export async function redisMemory({ config, sizes, progress }: BenchContext): Pr
     title: '5. Redis memory per reservation',
     baseline: `the seed articles' payload estimate, ${SEED_ESTIMATE_BYTES} bytes`,
     method:
-      `Per round, ${count.toLocaleString('en-US')} fresh order intents are reserved with Rms.reserve (session id: a UUID, as a workflow run id), then finalised, then their fence and entity_exists keys deleted; ` +
+      `Per round, ${count.toLocaleString('en-US')} fresh order intents are reserved with Rms.reserve (session id: a 22-character digest of a workflow id, as sagaSessionId makes it), then finalised, then their fence and entity_exists keys deleted; ` +
       `used_memory (INFO memory) is read between the steps, MEMORY USAGE (SAMPLES 0) on ${SAMPLE} keys of each kind. ` +
       `Key prefix "${prefix}" (${prefix.length} bytes; the default "rs:" has 3). No warm-up: the figures do not depend on one.`,
     columns: [{ metric: 'bytes', label: 'bytes', better: 'lower', digits: 0 }],
