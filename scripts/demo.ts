@@ -8,7 +8,8 @@
  *
  * Environment: the usual config variables (src/config.ts); the demo's defaults are a short lease
  * (LEASE_MS=3000, HEARTBEAT_INTERVAL_MS=500, HEARTBEAT_TIMEOUT_MS=1500) so the long write visibly
- * outlives its initial lease. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT and TEMPORAL_DEV_DATA_DIR place
+ * outlives its initial lease, and it always turns SAGA_SIMULATIONS on (for its worker and its client),
+ * since the long write is an order's test knob `simulate.writeDelayMs`. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT and TEMPORAL_DEV_DATA_DIR place
  * the dev server (see scripts/dev-up); TEMPORAL_ADDRESS and TEMPORAL_UI_URL follow them unless set.
  */
 import { randomBytes } from 'node:crypto';
@@ -41,9 +42,12 @@ function parseOptions(argv: string[]): Options {
   return program.opts<Options>();
 }
 
-/** The environment of the demo and its worker: demo timings and addresses that follow the dev ports. */
+/**
+ * The environment of the demo and its worker: demo timings, the saga simulations (the long write's
+ * test knob) and addresses that follow the dev ports.
+ */
 function demoEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...base };
+  const env: NodeJS.ProcessEnv = { ...base, SAGA_SIMULATIONS: 'true' };
   for (const [name, value] of Object.entries(DEMO_TIMINGS)) if (!env[name]) env[name] = value;
   if (env.TEMPORAL_DEV_PORT && !env.TEMPORAL_ADDRESS) env.TEMPORAL_ADDRESS = `127.0.0.1:${env.TEMPORAL_DEV_PORT}`;
   if (env.TEMPORAL_DEV_UI_PORT && !env.TEMPORAL_UI_URL) env.TEMPORAL_UI_URL = `http://127.0.0.1:${env.TEMPORAL_DEV_UI_PORT}`;

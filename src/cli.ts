@@ -7,7 +7,7 @@ import { SagaClient, type StartedSaga } from './client';
 import { createPool } from './db/pool';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
-import { prepareSaga, SagaInputError, sagaDefinition } from './sagas';
+import { prepareSaga, SagaInputError, sagaDefinition, sagaTypesFor } from './sagas';
 import { isTerminal, type SagaState } from './shared';
 
 /** Exit codes of the CLI. */
@@ -207,8 +207,9 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .action(async (opts: { type: string; data: string; json?: boolean }) => {
       const data = parseJson(opts.data);
       const cfg = config();
-      const def = sagaDefinition(opts.type);
-      const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 } });
+      const types = sagaTypesFor(cfg);
+      const def = sagaDefinition(opts.type, types);
+      const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 }, types });
       const redis = createRedis(cfg.redis);
       const pool = createPool(cfg.db);
       try {

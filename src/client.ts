@@ -17,7 +17,7 @@ import { createPool } from './db/pool';
 import { reserveIntent, type GateAnswer } from './gate';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
-import { prepareSaga, sagaDefinition, sagaSessionId, SagaInputError, type SagaTypes } from './sagas';
+import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
 import {
   ErrorType,
   INTENT_KEY,
@@ -116,8 +116,8 @@ export class SagaClient {
   }
 
   /**
-   * Connects to Temporal, Redis and PostgreSQL with the config's settings; {@link close} closes
-   * what it opened.
+   * Connects to Temporal, Redis and PostgreSQL with the config's settings, accepting the config's
+   * saga types (`sagaTypesFor(config)`); {@link close} closes what it opened.
    */
   static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
     const connection: Connection = await connectClient(config.temporal);
@@ -132,6 +132,7 @@ export class SagaClient {
         taskQueue: config.temporal.taskQueue,
         uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
         timings: { ...config.saga, compensationAttempts },
+        types: sagaTypesFor(config),
       },
       async () => {
         await Promise.allSettled([connection.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);

@@ -98,6 +98,11 @@ const envSchema = z.object({
   HEARTBEAT_INTERVAL_MS: positiveMs(5_000),
   /** Temporal heartbeat timeout of the fenced write. @default 15000 */
   HEARTBEAT_TIMEOUT_MS: positiveMs(15_000),
+  /**
+   * Run the saga types with their test knobs (`simulate` in an order: a long write, slow steps).
+   * Only tests and the demo turn it on; in production an order with `simulate` is refused. @default false
+   */
+  SAGA_SIMULATIONS: flag,
 });
 
 /** The validated configuration. */
@@ -114,6 +119,12 @@ export interface Config {
   redis: { url: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
   db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number };
   saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
+  /**
+   * Whether workers and clients run the saga types with their test knobs (`sagaTypesFor` in
+   * src/sagas); only tests and the demo turn it on. Must be the same for the workers and the clients
+   * of one task queue.
+   */
+  simulations: boolean;
 }
 
 /** The names of every environment variable read by {@link loadConfig}. */
@@ -181,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
+    simulations: e.SAGA_SIMULATIONS,
   };
 }
 
@@ -196,7 +208,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga } = config;
+  const { temporal, redis, db, saga, simulations } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -219,6 +231,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     LEASE_MS: String(saga.leaseMs),
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
+    SAGA_SIMULATIONS: simulations ? 'true' : 'false',
   };
 }
 

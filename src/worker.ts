@@ -13,7 +13,7 @@ import { createPool } from './db/pool';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
-import type { SagaTypes } from './sagas';
+import { sagaTypesFor, type SagaTypes } from './sagas';
 import { connectWorker } from './temporal';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
@@ -29,7 +29,7 @@ export interface StartWorkerOptions {
   connection?: NativeConnection;
   /** Workflow code: a prebuilt bundle, or else the bundle in dist/, or else the sources. */
   workflowBundle?: WorkerOptions['workflowBundle'];
-  /** The saga types to run. @default the project's (`sagaTypes`) */
+  /** The saga types to run. @default the config's (`sagaTypesFor(config)`: the project's, with simulations when SAGA_SIMULATIONS is on) */
   sagaTypes?: SagaTypes;
   /** Extra Worker options (e.g. identity, concurrency). */
   workerOptions?: Partial<WorkerOptions>;
@@ -73,7 +73,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         pool,
         keyPrefix: config.redis.keyPrefix,
         timings: { ...config.saga, compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS },
-        types: options.sagaTypes,
+        types: options.sagaTypes ?? sagaTypesFor(config),
       }),
       shutdownGraceTime: '10 seconds',
       ...workflowSource,
@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
   const { worker, close } = await createWorker({ config });
   process.stderr.write(
-    `worker: polling ${config.temporal.address} namespace=${config.temporal.namespace} task-queue=${config.temporal.taskQueue}\n`,
+    `worker: polling ${config.temporal.address} namespace=${config.temporal.namespace} task-queue=${config.temporal.taskQueue}${config.simulations ? ' simulations=on (test knobs accepted: never in production)' : ''}\n`,
   );
   try {
     await worker.run();

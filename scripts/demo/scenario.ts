@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { SagaClient, StartedSaga } from '../../src/client';
 import type { Rms } from '../../src/rms';
-import { DECLINED_CARD, type OrderInput } from '../../src/sagas';
+import { DECLINED_CARD, type SimulatedOrderInput } from '../../src/sagas';
 import { isTerminal, sagaWorkflowId, type ReservationAnswer, type SagaState } from '../../src/shared';
 import { temporalAnswerArgs, temporalStartArgs } from './temporal-cli';
 
@@ -65,7 +65,7 @@ export interface ScenarioContext {
 type Answered = StartedSaga & { answerMs: number };
 
 /** A cart of `customer` (made unique by the run id) with overrides. */
-function cart(ctx: ScenarioContext, customer: string, overrides: Partial<OrderInput> = {}): OrderInput {
+function cart(ctx: ScenarioContext, customer: string, overrides: Partial<SimulatedOrderInput> = {}): SimulatedOrderInput {
   return {
     customer: `demo-${ctx.runId}-${customer}`,
     items: [
@@ -80,7 +80,7 @@ function cart(ctx: ScenarioContext, customer: string, overrides: Partial<OrderIn
 const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
 
 /** One `SagaClient.start` of an order, timed from the call to its answer. */
-async function send(ctx: ScenarioContext, data: OrderInput, idempotencyKey: string): Promise<Answered> {
+async function send(ctx: ScenarioContext, data: SimulatedOrderInput, idempotencyKey: string): Promise<Answered> {
   const before = performance.now();
   const s = await ctx.client.start('order', data, { idempotencyKey });
   return { ...s, answerMs: performance.now() - before };
@@ -262,7 +262,10 @@ async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
   return sagaRow('short-stock', 'short stock (rare-coin × 5)', s, final, 'COMPENSATED: releaseStock, refundPayment, undoEntity', ok);
 }
 
-/** Scene 5: a write three times longer than the lease, kept alive by the heartbeats that extend it. */
+/**
+ * Scene 5: a write three times longer than the lease, kept alive by the heartbeats that extend it.
+ * Its length is the order's `simulate.writeDelayMs`, a test knob the demo turns on (SAGA_SIMULATIONS).
+ */
 async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
   const writeDelayMs = 3 * ctx.leaseMs;
   const data = cart(ctx, 'frank', { simulate: { writeDelayMs } });

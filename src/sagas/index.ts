@@ -8,13 +8,16 @@ import { requestHash } from '../db';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared';
 import { SagaInputError, type SagaDefinition } from './definition';
-import { orderSaga } from './order';
+import { orderSaga, orderSagaWithSimulations } from './order';
 
 export * from './definition';
-export { orderSaga, DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput } from './order';
+export { orderSaga, orderSagaWithSimulations, DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput, type SimulatedOrderInput } from './order';
 
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+
+/** Deepest nesting of objects and arrays accepted in a payload (a cycle counts as too deep). */
+export const MAX_PAYLOAD_DEPTH = 64;
 
 /** Saga types by name: what a worker runs and a client accepts. */
 export type SagaTypes = Readonly<Record<string, SagaDefinition<unknown>>>;
@@ -28,6 +31,20 @@ export function defineSagaTypes(...definitions: SagaDefinition<any>[]): SagaType
 /** The saga types this project ships (the default of the worker, the client and the CLI). */
 export const sagaTypes: SagaTypes = defineSagaTypes(orderSaga);
 
+/**
+ * The project's saga types with their test knobs (`simulate`: a long write, slow steps), for tests
+ * and the demo only: a knob holds a connection, a transaction and its locks as long as a caller asks.
+ */
+export const sagaTypesWithSimulations: SagaTypes = defineSagaTypes(orderSagaWithSimulations);
+
+/**
+ * The saga types a worker runs and a client accepts under `config`: the project's, or, when the
+ * config turns `SAGA_SIMULATIONS` on, {@link sagaTypesWithSimulations}.
+ */
+export function sagaTypesFor(config: { simulations: boolean }): SagaTypes {
+  return config.simulations ? sagaTypesWithSimulations : sagaTypes;
+}
+
 /** The definition of `type`, or a SagaInputError naming the known ones. */
 export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): SagaDefinition<unknown> {
   const def = Object.hasOwn(types, type) ? types[type] : undefined;
@@ -37,8 +54,16 @@ export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): Saga
   return def;
 }
 
-/** Validates `data` against the type's schema; a SagaInputError says what is wrong and where. */
+/**
+ * Validates `data` against the type's schema, and refuses any string or object key in it holding a
+ * NUL character or an unpaired surrogate; a SagaInputError says what is wrong and where.
+ */
 export function parseSagaData(def: SagaDefinition<unknown>, data: unknown): unknown {
+  // Before anything walks it recursively (JSON.stringify, the schema, the canonical JSON).
+  const deep = pathDeeperThan(data, MAX_PAYLOAD_DEPTH);
+  if (deep) {
+    throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(deep)}: nested deeper than ${MAX_PAYLOAD_DEPTH} levels`, ErrorType.INVALID_INPUT);
+  }
   const size = Buffer.byteLength(JSON.stringify(data) ?? '', 'utf8');
   if (size > MAX_PAYLOAD_BYTES) {
     throw new SagaInputError(`payload is ${size} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted`, ErrorType.INVALID_INPUT);
@@ -46,10 +71,80 @@ export function parseSagaData(def: SagaDefinition<unknown>, data: unknown): unkn
   const parsed = def.schema.safeParse(data);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    const where = issue.path.length ? issue.path.join('.') : '(root)';
-    throw new SagaInputError(`invalid ${def.type} input at ${where}: ${issue.message}`, ErrorType.INVALID_INPUT);
+    throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(issue.path)}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
+  const hostile = findHostileString(parsed.data);
+  if (hostile) throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(hostile.path)}: ${hostile.problem}`, ErrorType.INVALID_INPUT);
   return parsed.data;
+}
+
+/** A field's path as an error shows it: `items.0.sku`, at most 200 characters (nesting may be deep). */
+function fieldPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return '(root)';
+  const where = path.map(String).join('.');
+  return where.length > 200 ? `${where.slice(0, 200)}…` : where;
+}
+
+/** The path to the first object or array nested deeper than `max` levels, without recursion. */
+function pathDeeperThan(value: unknown, max: number): (string | number)[] | undefined {
+  const pending: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { value: v, path } = next;
+    if (typeof v !== 'object' || v === null) continue;
+    if (path.length >= max) return path;
+    for (const [key, child] of Array.isArray(v) ? v.entries() : Object.entries(v)) pending.push({ value: child, path: [...path, key] });
+  }
+  return undefined;
+}
+
+/** A lone high surrogate (no low one after it) or a lone low one (no high one before it). */
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** What is wrong with `text` for the systems a saga writes to, or undefined when nothing is. */
+function stringProblem(text: string): string | undefined {
+  // PostgreSQL refuses U+0000 in text and jsonb; an unpaired surrogate is no Unicode text at all
+  // (PostgreSQL refuses its \u escape in jsonb, and UTF-8 encoding turns every one into U+FFFD, so
+  // two different inputs would hash to one intent).
+  if (text.includes('\u0000')) return 'contains a NUL character (U+0000)';
+  if (UNPAIRED_SURROGATE.test(text)) return 'contains an unpaired surrogate (not valid Unicode text)';
+  return undefined;
+}
+
+/**
+ * The first string or object key in a validated input that PostgreSQL, or UTF-8, cannot carry, with
+ * where it is; checked for every saga type, whatever its schema, before any side effect. The value
+ * itself is never quoted back: it may be personal data. Walks without recursion and without copying
+ * paths, so no nesting depth overflows the stack or costs more than linear time.
+ */
+function findHostileString(value: unknown): { path: (string | number)[]; problem: string } | undefined {
+  interface Node {
+    value: unknown;
+    key?: string | number;
+    parent?: Node;
+  }
+  const pathOf = (node: Node) => {
+    const path: (string | number)[] = [];
+    for (let n: Node | undefined = node; n?.key !== undefined; n = n.parent) path.push(n.key);
+    return path.reverse();
+  };
+  const pending: Node[] = [{ value }];
+  for (let node = pending.pop(); node; node = pending.pop()) {
+    const v = node.value;
+    if (typeof v === 'string') {
+      const problem = stringProblem(v);
+      if (problem) return { path: pathOf(node), problem };
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) pending.push({ value: v[i], key: i, parent: node });
+    } else if (typeof v === 'object' && v !== null) {
+      const entries = Object.entries(v);
+      for (const [key] of entries) {
+        const problem = stringProblem(key);
+        if (problem) return { path: pathOf(node), problem: `a key ${problem}` };
+      }
+      for (let i = entries.length - 1; i >= 0; i--) pending.push({ value: entries[i]![1], key: entries[i]![0], parent: node });
+    }
+  }
+  return undefined;
 }
 
 /** Builds the workflow input of a request; throws SagaInputError before any side effect. */

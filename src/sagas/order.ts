@@ -1,6 +1,8 @@
 /**
  * The example saga type `order`: the intent is the customer and the cart's contents; the entity is a
- * row of `orders`; the remaining steps charge the payment and reserve stock.
+ * row of `orders`; the remaining steps charge the payment and reserve stock. Its variant
+ * `orderSagaWithSimulations` (tests and the demo, `SAGA_SIMULATIONS=true`) also accepts `simulate`:
+ * a long write and slow steps.
  *
  * Example data (for tests and the demo): card `4000000000000002` is declined; card
  * `4000000000000259` can be charged but refuses refunds; `rare-coin` has one unit in stock.
@@ -32,10 +34,24 @@ const orderSchema = z
       .max(100)
       .refine((items) => new Set(items.map((i) => i.sku)).size === items.length, 'each sku may appear once'),
     payment: z.object({ card: z.string().regex(/^\d{12,19}$/, 'must be 12 to 19 digits') }).strict(),
-    /** Simulations for demos and tests: a long monolithic write, slow steps. */
+  })
+  .strict();
+
+/** A validated order. */
+export type OrderInput = z.infer<typeof orderSchema>;
+
+/**
+ * The order with the knobs of {@link orderSagaWithSimulations}: a long monolithic write, slow steps.
+ * Never part of the production input: each knob holds a pooled connection, and a transaction with
+ * its row locks, for as long as the caller asks.
+ */
+const simulatedOrderSchema = orderSchema
+  .extend({
     simulate: z
       .object({
+        /** The write's transaction stays open this long after the fenced row is written. */
         writeDelayMs: z.number().int().min(0).max(600_000).optional(),
+        /** Each forward step waits this long before its effect. */
         stepDelayMs: z.number().int().min(0).max(600_000).optional(),
       })
       .strict()
@@ -43,8 +59,8 @@ const orderSchema = z
   })
   .strict();
 
-/** A validated order. */
-export type OrderInput = z.infer<typeof orderSchema>;
+/** A validated order of {@link orderSagaWithSimulations}, with its optional `simulate` knobs. */
+export type SimulatedOrderInput = z.infer<typeof simulatedOrderSchema>;
 
 /**
  * SKUs in code-unit order: the same on every host. (`localeCompare` depends on the host's locale and
@@ -54,13 +70,7 @@ const bySku = (a: { sku: string }, b: { sku: string }) => (a.sku < b.sku ? -1 : 
 
 const amountOf = (input: OrderInput) => input.items.reduce((sum, i) => sum + i.quantity * i.priceCents, 0);
 
-/** Waits `ms` (a simulated slow step) unless `signal` aborts. */
-async function pause(ms: number | undefined, signal?: AbortSignal): Promise<void> {
-  if (ms) await sleep(ms, undefined, { signal });
-}
-
 const chargePayment: StepHandler<OrderInput> = async (tx, { sagaKey, intentKey, input }) => {
-  await pause(input.simulate?.stepDelayMs);
   if (input.payment.card === DECLINED_CARD) throw new StepRejectedError('the card was declined', 'PAYMENT_DECLINED');
   await tx.query(
     `INSERT INTO payments (saga_key, intent_key, customer, amount_cents, card_last4, status)
@@ -79,7 +89,6 @@ const refundPayment: StepHandler<OrderInput> = async (tx, { sagaKey, input }) =>
 };
 
 const reserveStock: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
-  await pause(input.simulate?.stepDelayMs);
   // Lock rows in sku order so concurrent orders cannot deadlock.
   for (const item of [...input.items].sort(bySku)) {
     const { rowCount } = await tx.query('UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2', [
@@ -117,6 +126,35 @@ export const orderSaga: SagaDefinition<OrderInput> = {
   }),
   table: ordersTable,
   row: (input) => ({ customer: input.customer, items: input.items, amount_cents: amountOf(input) }),
+  steps: [
+    { step: 'chargePayment', compensation: 'refundPayment' },
+    { step: 'reserveStock', compensation: 'releaseStock' },
+  ],
+  handlers: { chargePayment, refundPayment, reserveStock, releaseStock },
+  compensation: { parallel: false, continueOnError: true, freeIntent: true },
+};
+
+/** Waits `ms` (a simulated slow step). */
+async function pause(ms: number | undefined): Promise<void> {
+  if (ms) await sleep(ms);
+}
+
+/** `handler`, after the step delay the input asks for. */
+const slowed =
+  (handler: StepHandler<OrderInput>): StepHandler<SimulatedOrderInput> =>
+  async (tx, ctx) => {
+    await pause(ctx.input.simulate?.stepDelayMs);
+    return handler(tx, ctx);
+  };
+
+/**
+ * The `order` saga type with simulations, for tests and the demo only (a worker and a client run it
+ * when the config turns `SAGA_SIMULATIONS` on): the same type name, intent, table, steps and
+ * compensations, and an input that may also carry `simulate` (a long write, slow steps).
+ */
+export const orderSagaWithSimulations: SagaDefinition<SimulatedOrderInput> = {
+  ...orderSaga,
+  schema: simulatedOrderSchema,
   async writeWork(tx, input, signal) {
     // A long, monolithic write: work in the transaction, in slices, stopping when the lease is lost.
     const until = Date.now() + (input.simulate?.writeDelayMs ?? 0);
@@ -126,10 +164,5 @@ export const orderSaga: SagaDefinition<OrderInput> = {
     }
     signal.throwIfAborted();
   },
-  steps: [
-    { step: 'chargePayment', compensation: 'refundPayment' },
-    { step: 'reserveStock', compensation: 'releaseStock' },
-  ],
-  handlers: { chargePayment, refundPayment, reserveStock, releaseStock },
-  compensation: { parallel: false, continueOnError: true, freeIntent: true },
+  handlers: { ...orderSaga.handlers, chargePayment: slowed(chargePayment), reserveStock: slowed(reserveStock) },
 };

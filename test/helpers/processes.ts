@@ -5,7 +5,10 @@ import { configEnv, type Config } from '../../src/config';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-/** The environment that points a child process at a test's config. */
+/**
+ * The environment that points a child process at a test's config: every config variable, so a
+ * harness's SAGA_SIMULATIONS reaches its worker processes too.
+ */
 export function envOf(config: Config): NodeJS.ProcessEnv {
   return { ...process.env, ...configEnv(config) };
 }

@@ -1,6 +1,7 @@
 /**
  * A worker and a SagaClient for one test file: its own task queue and Redis key prefix on the run's
- * dev server and database (see global-setup.ts), with short leases so lease behaviour is quick to see.
+ * dev server and database (see global-setup.ts), with short leases so lease behaviour is quick to see,
+ * and the saga simulations on (SAGA_SIMULATIONS: an order may ask for a long write or slow steps).
  */
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
@@ -14,12 +15,15 @@ import { createPool } from '../../src/db/pool';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { createWorker, type AppWorker } from '../../src/worker';
-import type { OrderInput, SagaTypes } from '../../src/sagas';
+import { sagaTypesFor, type SagaTypes, type SimulatedOrderInput } from '../../src/sagas';
 import type { SagaTimings } from '../../src/shared';
 import { testConfig } from './context';
 
 /** Short timings: lease 3 s, beats every 300 ms, heartbeat timeout 1.5 s. */
 export const FAST_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' };
+
+/** What every harness sets besides its timings: the saga types with their test knobs. */
+export const TEST_ENV = { SAGA_SIMULATIONS: 'true' };
 
 export interface SagaHarness {
   config: Config;
@@ -35,18 +39,23 @@ export interface SagaHarness {
   stop: () => Promise<void>;
 }
 
-/** Starts a worker (unless `worker: false`) and a client for the test file named `name`. */
+/**
+ * Starts a worker (unless `worker: false`) and a client for the test file named `name`. Worker and
+ * client run `sagaTypes` if given, else the config's (with simulations, unless `env` turns
+ * SAGA_SIMULATIONS off); worker processes started with its config (test/helpers/processes.ts) too.
+ */
 export async function startHarness(
   name: string,
   options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes } = {},
 ): Promise<SagaHarness> {
-  const config = testConfig(name, { ...FAST_TIMINGS, ...options.env });
+  const config = testConfig(name, { ...FAST_TIMINGS, ...TEST_ENV, ...options.env });
+  const types = options.sagaTypes ?? sagaTypesFor(config);
   let app: AppWorker | undefined;
   let running: Promise<void> = Promise.resolve();
   let nativeConnection: NativeConnection | undefined;
   if (options.worker !== false) {
     nativeConnection = await NativeConnection.connect({ address: config.temporal.address });
-    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') }, sagaTypes: options.sagaTypes });
+    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') }, sagaTypes: types });
     running = app.worker.run();
   }
   const redis = createRedis(config.redis);
@@ -62,7 +71,7 @@ export async function startHarness(
       taskQueue: config.temporal.taskQueue,
       uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
       timings: { ...config.saga, compensationAttempts: 2, ...timings },
-      types: options.sagaTypes,
+      types,
     });
   return {
     config,
@@ -84,8 +93,11 @@ export async function startHarness(
   };
 }
 
-/** A valid order for a customer of its own (so its intent is new), with overrides. */
-export function order(overrides: Partial<OrderInput> = {}): OrderInput {
+/**
+ * A valid order for a customer of its own (so its intent is new), with overrides; `simulate` only
+ * with the simulations on (as every harness has them).
+ */
+export function order(overrides: Partial<SimulatedOrderInput> = {}): SimulatedOrderInput {
   return {
     customer: `customer-${randomUUID()}`,
     items: [

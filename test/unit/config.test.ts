@@ -12,6 +12,14 @@ describe('loadConfig', () => {
     expect(config.redis).toMatchObject({ url: 'redis://127.0.0.1:6379', keyPrefix: 'rs:' });
     expect(config.db.url).toBe('postgres://postgres@127.0.0.1:5432/reservation_saga');
     expect(config.saga).toEqual({ leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000 });
+    expect(config.simulations).toBe(false);
+  });
+
+  it('turns the saga simulations (test knobs) on only when SAGA_SIMULATIONS says so', () => {
+    expect(loadConfig({ SAGA_SIMULATIONS: 'true' }).simulations).toBe(true);
+    expect(loadConfig({ SAGA_SIMULATIONS: '1' }).simulations).toBe(true);
+    expect(loadConfig({ SAGA_SIMULATIONS: 'false' }).simulations).toBe(false);
+    expect(loadConfig({ SAGA_SIMULATIONS: '' }).simulations).toBe(false);
   });
 
   it.each([
@@ -24,6 +32,7 @@ describe('loadConfig', () => {
     ['REDIS_KEY_PREFIX', 'has space'],
     ['REDIS_CLUSTER_NODES', 'a:1,b'],
     ['TEMPORAL_TLS', 'maybe'],
+    ['SAGA_SIMULATIONS', 'maybe'],
   ])('refuses %s=%s with an error naming the variable', (variable, value) => {
     expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
     try {
@@ -59,6 +68,7 @@ describe('loadConfig', () => {
       LEASE_MS: '9000',
       HEARTBEAT_INTERVAL_MS: '1000',
       HEARTBEAT_TIMEOUT_MS: '3000',
+      SAGA_SIMULATIONS: 'true',
     });
 
     const env = configEnv(config);

@@ -12,7 +12,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { buildProgram, EXIT } from '../../src/cli';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
-import { planSaga, prepareSaga } from '../../src/sagas';
+import { planSaga, prepareSaga, sagaTypesFor } from '../../src/sagas';
 import { DEMO_COLUMNS } from '../../scripts/demo/report';
 import { temporalAnswerArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { codeBlocks, inlineCode, shellCommands, type ShellCommand } from '../helpers/markdown';
@@ -120,15 +120,17 @@ describe('the README and docs/', () => {
     }
   });
 
-  it('give bin/saga examples that the CLI parses, with data the saga type accepts', async () => {
+  it('give bin/saga examples that the CLI parses, with data the saga type accepts (under the variables set in front)', async () => {
     for (const { file, command } of sagaCommands) {
       const args = command.argv.slice(1);
       await expect(parseWithCli(args), `${file}: ${command.line}`).resolves.toBeUndefined();
       const type = optionValue(args, '--type');
       const data = optionValue(args, '--data');
       if (data !== undefined) {
-        const timings = { ...loadConfig({}).saga, compensationAttempts: 1 };
-        expect(() => prepareSaga(type!, JSON.parse(data), { idempotencyKey: optionValue(args, '--idempotency-key'), timings }), `${file}: ${command.line}`).not.toThrow();
+        // As the CLI would run it: a test knob (`simulate`) only with SAGA_SIMULATIONS=true in front.
+        const config = loadConfig(command.env);
+        const options = { idempotencyKey: optionValue(args, '--idempotency-key'), timings: { ...config.saga, compensationAttempts: 1 }, types: sagaTypesFor(config) };
+        expect(() => prepareSaga(type!, JSON.parse(data), options), `${file}: ${command.line}`).not.toThrow();
       }
     }
   });
