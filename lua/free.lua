@@ -1,11 +1,14 @@
---[[ free: remove the "entity exists" marker, only when it records the caller's token (compensation).
+--[[ free: end the "entity exists" marker, only when it records the caller's token (compensation).
 
 KEYS[1]  <prefix>entity_exists:{<intent>}
 ARGV[1]  the caller's token
 
 Replies
-  {'FREED'}       entity_exists recorded this token (as <sessionId>:<token>, or bare) and is deleted
-  {'NOT_OWNER'}   entity_exists is absent or records another token; left intact ]]
+  {'FREED'}       entity_exists recorded this token (as <sessionId>:<token>, or bare); it now holds the
+                  tombstone {freed}:<token>, with the marker's TTL, which reserve treats as absent
+  {'NOT_OWNER'}   entity_exists is a tombstone or records another token, left intact; or it is absent,
+                  and now holds the tombstone of this token (no TTL)
+Needs Redis >= 6.0 (KEEPTTL). ]]
 
 local exists = KEYS[1]
 
@@ -15,9 +18,19 @@ local exists = KEYS[1]
 -- Tokens are unique per intent, so the token alone names the owner. The marker is
 -- <sessionId>:<token>, or a bare token written before owners were kept.
 local marker = redis.call('GET', exists)
-local token = marker and (string.match(marker, '^([1-9]%d*)$') or string.match(marker, ':([1-9]%d*)$'))
+if not marker then
+  -- Nothing to free (Redis lost it, or the saga never got as far), but a late read-repair of this
+  -- token could still come: leave the tombstone that refuses it.
+  redis.call('SET', exists, '{freed}:' .. ARGV[1])
+  return {'NOT_OWNER'}
+end
+local token = string.match(marker, '^([1-9]%d*)$') or string.match(marker, '^[^{:]+:([1-9]%d*)$')
 if token ~= ARGV[1] then
   return {'NOT_OWNER'}
 end
-redis.call('DEL', exists)
+--[[ A tombstone, not a delete. A read-repair is a read of PostgreSQL and then a write here:
+       R: reads row (REGISTERED, t1)        A: row COMPENSATED, free t1 (DEL)
+       R: mark-exists t1                    the marker is back: DUPLICATE for an entity that is gone
+     mark-exists keeps a tombstone of the same or a newer token. ]]
+redis.call('SET', exists, '{freed}:' .. token, 'KEEPTTL')
 return {'FREED'}

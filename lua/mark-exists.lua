@@ -10,6 +10,8 @@ Replies
   {'MARKED'}                  entity_exists records this token (or a newer one, which is kept: the
                               newest token owns the marker, so only its saga's compensation frees it);
                               fence is raised to at least this token, so later tokens stay above it
+  {'FREED'}                   entity_exists is the tombstone of this token or a newer one: its saga
+                              was undone after the caller read PostgreSQL; nothing is marked
   error 'RMS_CORRUPT ...'     the fence key holds something that is not a token ]]
 
 -- a > b for decimal strings without leading zeros (any length; no float, no locale).
@@ -38,8 +40,17 @@ end
        A: mark-exists t1                           overwriting would strand t2's marker: B's
                                                    compensation could then never free it ]]
 local current = redis.call('GET', exists)
+--[[ Keep a tombstone of the same or a newer token (see free.lua): the repair read a row that has
+     since been undone, or one older than it. ]]
+local freedToken = current and string.match(current, '^{freed}:([1-9]%d*)$')
+if freedToken and not greater(token, freedToken) then
+  if not last or greater(token, last) then
+    redis.call('SET', fence, token)
+  end
+  return {'FREED'}
+end
 -- The marker is <sessionId>:<token>, or a bare token written before owners were kept.
-local currentToken = current and (string.match(current, '^([1-9]%d*)$') or string.match(current, ':([1-9]%d*)$'))
+local currentToken = current and not freedToken and (string.match(current, '^([1-9]%d*)$') or string.match(current, ':([1-9]%d*)$'))
 if not (currentToken and greater(currentToken, token)) then
   if existsTtlMs ~= '0' then
     redis.call('SET', exists, value, 'PX', existsTtlMs)

@@ -2,7 +2,8 @@
 
 KEYS[1]  <prefix>processing:{<intent>}     lease, value <sessionId>:<token>, TTL = lease
 KEYS[2]  <prefix>entity_exists:{<intent>}  set once the entity exists: <sessionId>:<token> of its saga
-                                           (a bare <token> when it was written before owners were kept)
+                                           (a bare <token> when it was written before owners were kept);
+                                           {freed}:<token> once its saga freed it, which is no entity
 KEYS[3]  <prefix>fence:{<intent>}          last token issued for the intent (no TTL)
 ARGV[1]  session id (validated by the caller: no ':', braces or whitespace)
 ARGV[2]  lease in milliseconds (positive integer)
@@ -47,7 +48,8 @@ local processing, exists, fence = KEYS[1], KEYS[2], KEYS[3]
 local session, leaseMs = ARGV[1], ARGV[2]
 
 local marker = redis.call('GET', exists)
-if marker then
+-- A tombstone ({freed}:<token>, see free.lua) is no entity.
+if marker and string.sub(marker, 1, 7) ~= '{freed}' then
   return {'DUPLICATE', marker}
 end
 

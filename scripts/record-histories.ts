@@ -14,14 +14,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { loadConfigOrExit } from '../src/config';
-import { SAGA_OUTCOME, sagaWorkflowId } from '../src/shared';
+import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
-  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}` };
+  // Simulations on: the cancelled shapes need a step slow enough to cancel during it.
+  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}`, SAGA_SIMULATIONS: 'true' };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
   const client = await SagaClient.connect(config);
   // A lease that ends before the worker starts: the saga has to reserve again.
@@ -34,6 +35,16 @@ async function main(): Promise<void> {
     items: [{ sku, quantity, priceCents: 500 }],
     payment: { card },
   });
+  const slowSteps = () => ({ ...cart('4242424242424242'), simulate: { stepDelayMs: 1500 } });
+  /** Cancels the saga once `ready` holds for its state (polled through the `state` query). */
+  const cancelWhen = async (workflowId: string, ready: (state: SagaState) => boolean) => {
+    for (;;) {
+      const { state } = await client.status(workflowId);
+      if (ready(state)) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await client.cancel(workflowId);
+  };
   const startByType = (key: string, input: unknown) => {
     const workflowId = sagaWorkflowId('order', key);
     cli(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
@@ -45,6 +56,11 @@ async function main(): Promise<void> {
     shapes['gate-completed'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
+    // A refund the card network refuses: the saga ends COMPENSATION_FAILED, keeping its entity.
+    shapes['gate-compensation-failed'] = (await client.start('order', cart('4000000000000259', 'rare-coin', 5))).workflowId;
+    // Cancelled during its first step (it compensates), and during its last (every step succeeds: it completes).
+    shapes['gate-cancelled'] = (await client.start('order', slowSteps())).workflowId;
+    shapes['gate-cancelled-after-steps'] = (await client.start('order', slowSteps())).workflowId;
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
     // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
     const held = cart('4242424242424242');
@@ -62,6 +78,8 @@ async function main(): Promise<void> {
         // Asynchronously: the worker answering the update runs in this process.
         const args = ['workflow', 'update', 'execute', '--name', 'reservation', '--workflow-id', shapes['by-type-completed']!];
         await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace]);
+        await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
+        await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
         await Promise.all([...Object.values(shapes), holder.workflowId].map((id) => client.result(id).catch(() => undefined)));
       });
     } finally {

@@ -34,7 +34,7 @@ export interface GateRequest {
  * PostgreSQL, the truth, which Redis may have forgotten (a restart, a flush, an expired marker). A
  * REGISTERED or COMPLETED row of another token makes the answer DUPLICATE: Redis is repaired (the
  * marker records the row's owner, the fence rises to its token) and the lease just taken is given
- * back. Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
+ * back, unless that entity's saga freed the intent meanwhile (then the SUCCESS stands). Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
  */
 export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateRequest): Promise<GateAnswer> {
   const { rms, pool } = deps;
@@ -51,9 +51,13 @@ export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateReq
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
     const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionId: row.sessionId } : {}) };
-    await rms.markExists({ intent: req.intentKey, ...owner });
-    await rms.release(lease);
-    return { status: 'DUPLICATE', owner };
+    const repaired = await rms.markExists({ intent: req.intentKey, ...owner });
+    // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
+    // and its write will take over the undone row with a higher token.
+    if (repaired.status === 'MARKED') {
+      await rms.release(lease);
+      return { status: 'DUPLICATE', owner };
+    }
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
 }

@@ -3,10 +3,11 @@
  * become non-retryable ApplicationFailures with a `type` from ErrorType; infrastructure errors stay
  * retryable.
  */
-import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { withIdempotency } from '../db';
 import { reserveIntent } from '../gate';
+import { confirmLease, withLease } from './lease';
 import { RmsValidationError, type Rms } from '../rms';
 import {
   CompensationRefusedError,
@@ -118,68 +119,40 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
      */
     async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings }): Promise<WriteOutcome> {
       const { def, input } = resolve(req.type, req.payload);
-      const ctx = Context.current();
       const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.timings.leaseMs };
-
-      // A retry after the lease expired must not write: check ownership before anything else.
-      const first = await rms.extend(lease);
-      if (first.status === 'LOST') throw nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost before the write');
-      let expiresAt = first.expiresAt;
-      ctx.heartbeat({ expiresAt });
-
-      const abort = new AbortController();
-      const onCancel = () => abort.abort(new CancelledFailure('activity cancelled'));
-      ctx.cancellationSignal.addEventListener('abort', onCancel);
-      const beat = setInterval(() => {
-        rms.extend(lease).then(
-          (r) => {
-            if (r.status === 'LOST') abort.abort(nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost during the write'));
-            else expiresAt = r.expiresAt;
-            ctx.heartbeat({ expiresAt });
-          },
-          () => {
-            // Redis unreachable: the lease may still be ours until it would have expired.
-            if (Date.now() >= expiresAt) abort.abort(nonRetryable(ErrorType.LEASE_LOST, 'the lease could not be extended before it expired'));
-            else ctx.heartbeat({ expiresAt });
-          },
-        );
-      }, req.timings.heartbeatIntervalMs);
-
-      const tx = await pool.connect();
-      let open = false;
-      try {
-        await tx.query('BEGIN');
-        open = true;
-        const written = await def.table.writeFenced(tx, {
-          intentKey: req.intentKey,
-          sessionId: req.sessionId,
-          fencingToken: req.fencingToken,
-          data: def.row(input),
-        });
-        if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
-        if (written.status === 'DUPLICATE') {
-          await tx.query('ROLLBACK');
+      // A retry after the lease expired must not write: withLease checks ownership before anything else.
+      return withLease(rms, lease, req.timings.heartbeatIntervalMs, async (signal) => {
+        const tx = await pool.connect();
+        let open = false;
+        try {
+          await tx.query('BEGIN');
+          open = true;
+          const written = await def.table.writeFenced(tx, {
+            intentKey: req.intentKey,
+            sessionId: req.sessionId,
+            fencingToken: req.fencingToken,
+            data: def.row(input),
+          });
+          if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
+          if (written.status === 'DUPLICATE') {
+            await tx.query('ROLLBACK');
+            open = false;
+            const row = await def.table.find(pool, req.intentKey);
+            await repairDuplicate(req, row!);
+            return { status: 'DUPLICATE' };
+          }
+          await def.writeWork?.(tx, input, signal);
+          // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
+          signal.throwIfAborted();
+          await confirmLease(rms, lease);
+          await tx.query('COMMIT');
           open = false;
-          const row = await def.table.find(pool, req.intentKey);
-          await repairDuplicate(req, row!);
-          return { status: 'DUPLICATE' };
+          return { status: 'WRITTEN', entityId: written.id };
+        } finally {
+          if (open) await tx.query('ROLLBACK').catch(() => undefined);
+          tx.release();
         }
-        await def.writeWork?.(tx, input, abort.signal);
-        // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
-        abort.signal.throwIfAborted();
-        const last = await rms.extend(lease);
-        if (last.status === 'LOST') throw nonRetryable(ErrorType.LEASE_LOST, 'the reservation lease was lost before commit');
-        await tx.query('COMMIT');
-        open = false;
-        return { status: 'WRITTEN', entityId: written.id };
-      } catch (err) {
-        throw abort.signal.aborted ? abort.signal.reason : err;
-      } finally {
-        clearInterval(beat);
-        ctx.cancellationSignal.removeEventListener('abort', onCancel);
-        if (open) await tx.query('ROLLBACK').catch(() => undefined);
-        tx.release();
-      }
+      });
     },
 
     /**
@@ -217,6 +190,10 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
      */
     async undoEntity(req: Owner & { freeIntent: boolean }): Promise<{ row: string }> {
       const marked = await definition(req.type).table.markCompensated(pool, req);
+      if (marked.status === 'ILLEGAL_TRANSITION') {
+        // A COMPLETED row is a finished order: undoing it is never a silent success.
+        throw nonRetryable(ErrorType.COMPENSATION_REFUSED, `undoEntity: a ${marked.from} row cannot be undone`);
+      }
       if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken });
       await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
       return { row: marked.status };

@@ -65,7 +65,7 @@ export function toFreeResult(reply: unknown): FreeResult {
 /** Maps the reply of `mark-exists.lua`. */
 export function toMarkExistsResult(reply: unknown): MarkExistsResult {
   const [status] = asArray('markExists', reply);
-  if (status === 'MARKED') return { status };
+  if (status === 'MARKED' || status === 'FREED') return { status };
   return unexpected('markExists', reply);
 }
 
@@ -79,7 +79,11 @@ export function toIntentInspection(intent: string, reply: unknown): IntentInspec
     if (match === null || remainingMs < 0) return unexpected('inspect', reply);
     inspection.holder = { sessionId: match[1]!, fencingToken: match[2]!, remainingMs };
   }
-  if (marker !== null) {
+  const freed = typeof marker === 'string' ? /^\{freed\}:([1-9][0-9]*)$/.exec(marker) : null;
+  if (freed) {
+    inspection.exists = false;
+    inspection.freedToken = freed[1]!;
+  } else if (marker !== null) {
     const owner = asOwner('inspect', marker);
     inspection.existsToken = owner.fencingToken;
     if (owner.sessionId !== undefined) inspection.existsSessionId = owner.sessionId;

@@ -130,9 +130,11 @@ export class Rms {
   }
 
   /**
-   * Removes the "entity exists" marker only when it records `fencingToken` (a compensation undoing
-   * its own saga): `FREED`, else `NOT_OWNER` and the marker is left intact. A retry after `FREED`
-   * answers `NOT_OWNER`: either way the caller's marker is gone.
+   * Ends the "entity exists" marker only when it records `fencingToken` (a compensation undoing its
+   * own saga): `FREED`, else `NOT_OWNER` and the marker is left intact. The marker becomes a tombstone
+   * of the token, which reserve treats as absent and which a late `markExists` of that token (or an
+   * older one) cannot overwrite. A retry after `FREED` answers `NOT_OWNER`: either way the caller's
+   * marker is gone.
    */
   async free(input: { intent: string; fencingToken: string }): Promise<FreeResult> {
     assertObject(input, 'input');
@@ -147,7 +149,8 @@ export class Rms {
    * Read-repair when PostgreSQL proves the entity exists: sets `entity_exists` to
    * `<sessionId>:<fencingToken>` (the bare token without `sessionId`; with `existsTtlMs` when given)
    * unless it already records a higher token, and raises the fence to at least `fencingToken` so
-   * every later token is above it → `MARKED`.
+   * every later token is above it → `MARKED`. When the saga of this token (or a newer one) has freed
+   * the intent since the caller read PostgreSQL → `FREED`, and nothing is marked.
    */
   async markExists(input: { intent: string; fencingToken: string; sessionId?: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
     assertObject(input, 'input');

@@ -34,8 +34,11 @@ export type ReleaseResult = { status: 'RELEASED' } | { status: 'NOT_OWNER' };
 /** Outcome of `free`: `FREED`, or `NOT_OWNER` when the marker is absent or records another token (left intact). */
 export type FreeResult = { status: 'FREED' } | { status: 'NOT_OWNER' };
 
-/** Outcome of `markExists`: always `MARKED` (a newer marker already in place is kept). */
-export type MarkExistsResult = { status: 'MARKED' };
+/**
+ * Outcome of `markExists`: `MARKED` (a newer marker already in place is kept), or `FREED` when the
+ * saga of this token (or a newer one) has freed the intent since: nothing is marked.
+ */
+export type MarkExistsResult = { status: 'MARKED' } | { status: 'FREED' };
 
 /** What the RMS knows about one intent, read at one instant. */
 export interface IntentInspection {
@@ -49,6 +52,8 @@ export interface IntentInspection {
   existsToken?: string;
   /** The session recorded in `entity_exists`, when set with one. */
   existsSessionId?: string;
+  /** The token whose saga freed the intent, when `entity_exists` is its tombstone. */
+  freedToken?: string;
   /** The last fencing token issued for (or repaired into) the intent, when known. */
   lastFencingToken?: string;
 }

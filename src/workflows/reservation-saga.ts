@@ -46,6 +46,12 @@ import {
  */
 export const GATE_PATCH = 'gate-before-workflow';
 
+/** Once every step has succeeded, completing is retried until it succeeds, never compensated. */
+export const FORWARD_PATCH = 'forward-only-after-steps';
+
+/** A compensation that failed keeps the entity: no undo of the row, no freeing of the intent. */
+export const KEEP_ENTITY_PATCH = 'failed-compensation-keeps-entity';
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -66,6 +72,12 @@ function activities(input: SagaInput) {
     }),
     finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation', ...settle }),
     complete: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row COMPLETED', ...settle }),
+    forward: proxyActivities<SagaActivities>({
+      ...quick,
+      summary: 'mark the row COMPLETED (every step done: retried until it succeeds)',
+      // No maximumAttempts: unlimited.
+      retry: { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval },
+    }),
     step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA, ...settle }),
     compensation: proxyActivities<SagaActivities>({
       startToCloseTimeout: '60s',
@@ -324,16 +336,43 @@ async function runReserved(
       await act.step.runStep({ ...stepContext, name: step });
       state.stepsDone.push(step);
     }
-    await act.complete.completeEntity(owner);
-    return finish(SagaOutcome.COMPLETED);
+    if (!patched(FORWARD_PATCH)) {
+      await act.complete.completeEntity(owner);
+      return finish(SagaOutcome.COMPLETED);
+    }
   } catch (err) {
     const cancelled = isCancellation(err);
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
-    const failed = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
+    const reversed = compensations.reverse();
+    const failed = await CancellationScope.nonCancellable(() =>
+      patched(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
+    );
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
     return finish(failed ? SagaOutcome.COMPENSATION_FAILED : SagaOutcome.COMPENSATED, reason);
   }
+  // 5. Every step has succeeded: the saga only goes forward. Marking the row COMPLETED is retried
+  // until it succeeds (a PostgreSQL failover must not undo a paid order), and a cancellation can no
+  // longer stop it.
+  await CancellationScope.nonCancellable(() => act.forward.completeEntity(owner));
+  return finish(SagaOutcome.COMPLETED);
+}
+
+/**
+ * Runs the steps' compensations by the type's policy, then undoes the entity only if every one of
+ * them succeeded: a saga that ends COMPENSATION_FAILED keeps its row and its intent (the customer,
+ * the items and the amount an operator needs to settle it; no new saga may take the row over).
+ * Records every failure; true if any failed. `ordered` ends with `undoEntity`.
+ */
+async function compensateKeepingEntity(
+  ordered: { name: string; run: () => Promise<unknown> }[],
+  policy: SagaInput['compensation'],
+  state: SagaState,
+): Promise<boolean> {
+  const undo = ordered[ordered.length - 1]!;
+  const failed = await compensate(ordered.slice(0, -1), policy, state);
+  if (failed) return true;
+  return compensate([undo], policy, state);
 }
 
 /** Runs the compensations by the type's policy; records every failure; true if any failed. */

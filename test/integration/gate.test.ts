@@ -7,11 +7,13 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
+import type { Pool } from 'pg';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SagaClient } from '../../src/client';
-import { ordersTable } from '../../src/db';
+import type { Config } from '../../src/config';
+import { ordersTable, type FencedTable } from '../../src/db';
 import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError } from '../../src/rms';
@@ -29,10 +31,10 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Runs an in-process worker on the test's task queue while `fn` runs. */
-async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
-  const connection = await NativeConnection.connect({ address: h.config.temporal.address });
-  const app = await createWorker({ config: h.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+/** Runs an in-process worker on the test's task queue (with the harness's config, or `config`) while `fn` runs. */
+async function withWorker<T>(fn: () => Promise<T>, config: Config = h.config): Promise<T> {
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const app = await createWorker({ config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
   try {
     return await app.worker.runUntil(fn);
   } finally {
@@ -191,6 +193,31 @@ describe('the gate', () => {
     const retry = await h.client.start('order', cart, { idempotencyKey: first.idempotencyKey });
     expect(retry).toEqual({ ...first, outcome: 'COMPLETED' });
     expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
+  });
+
+  it('keeps its SUCCESS when the entity the truth check found is undone and freed before the repair: no marker comes back', async () => {
+    // Saga A's order is REGISTERED in PostgreSQL, and Redis has lost its marker (a restart, a flush).
+    const intent = intentOf(order());
+    const a = await h.rms.reserve({ intent, sessionId: 'saga-a', leaseMs: 60_000 });
+    if (a.status !== 'SUCCESS') throw new Error(`could not arrange saga A: ${a.status}`);
+    const owner = { intentKey: intent, fencingToken: a.fencingToken };
+    await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-a', data: { customer: 'a', items: [], amount_cents: 0 } });
+    await ordersTable.markRegistered(h.pool, owner);
+    await h.rms.release({ intent, sessionId: 'saga-a', fencingToken: a.fencingToken });
+    // The truth check reads A's row; A's compensation (row COMPENSATED, then free) lands before the repair.
+    const racing: FencedTable = Object.assign(Object.create(ordersTable) as FencedTable, {
+      find: async (pool: Pool, key: string) => {
+        const row = await ordersTable.find(pool, key);
+        await ordersTable.markCompensated(h.pool, owner);
+        await h.rms.free({ intent, fencingToken: a.fencingToken });
+        return row;
+      },
+    });
+
+    const answer = await reserveIntent(h, { table: racing, intentKey: intent, sessionId: 'saga-b', leaseMs: 60_000 });
+
+    expect(answer.status).toBe('SUCCESS');
+    expect(await h.rms.inspect(intent)).toMatchObject({ exists: false, holder: { sessionId: 'saga-b' } });
   });
 
   it('burns nothing when Redis is out of reach: no workflow, and the same key later gets a fresh answer', async () => {
@@ -388,6 +415,21 @@ describe('a saga started by a plain Temporal client', () => {
     expect(failure).toMatch(message);
   });
 
+  it('fails at once, reserving nothing, when it asks for a simulation of a worker without SAGA_SIMULATIONS', async () => {
+    const cart = order();
+    const key = `simulate-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await startByType(workflowId, { type: 'order', idempotencyKey: key, data: { ...cart, simulate: { writeDelayMs: 1 } } });
+
+    const failure = await withWorker(() => failureOf(workflowId), { ...h.config, simulations: false });
+
+    expect(failure).toMatch(/^invalid order input at \(root\): .*simulate/);
+    const rms = await h.rms.inspect(intentOf(cart));
+    expect(rms.holder).toBeUndefined();
+    expect(rms.lastFencingToken).toBeUndefined();
+    expect(await ordersTable.find(h.pool, intentOf(cart))).toBeUndefined();
+  });
+
   it('fails at once when the workflow id is not the one its type and key name', async () => {
     const key = `mismatch-${randomUUID()}`;
     const workflowId = `order-someone-else-${randomUUID()}`;
@@ -396,5 +438,19 @@ describe('a saga started by a plain Temporal client', () => {
     const failure = await withWorker(() => failureOf(workflowId));
 
     expect(failure).toMatch(/must run as workflow id "order-mismatch-/);
+  });
+});
+
+describe('SagaClient.connect', () => {
+  it('accepts the simulation knobs only when the config turns SAGA_SIMULATIONS on', async () => {
+    const slow = order({ simulate: { stepDelayMs: 1 } });
+    const on = await SagaClient.connect({ ...h.config, simulations: true });
+    const off = await SagaClient.connect({ ...h.config, simulations: false });
+    try {
+      expect(on.prepare('order', slow).payload).toEqual(slow);
+      expect(() => off.prepare('order', slow)).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
+    } finally {
+      await Promise.all([on.close(), off.close()]);
+    }
   });
 });

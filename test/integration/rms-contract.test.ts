@@ -282,6 +282,35 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
   });
 
   describe('free and markExists', () => {
+    it('never lets a late read-repair bring back a marker its owner freed (the intent stays free)', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      await rms.finalize({ intent, sessionId: 'session-a', fencingToken: held.fencingToken });
+      // A repair read the REGISTERED row (token t1) before the saga compensated and freed the marker;
+      // its write comes after, as would a late finalize attempt whose lease was gone.
+      await rms.free({ intent, fencingToken: held.fencingToken });
+
+      await rms.markExists({ intent, fencingToken: held.fencingToken, sessionId: 'session-a' });
+
+      expect((await rms.inspect(intent)).exists).toBe(false);
+      const next = await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS });
+      expect(next.status).toBe('SUCCESS');
+      // The next owner's own marker and repair work as before.
+      await rms.finalize({ intent, sessionId: 'session-b', fencingToken: (next as { fencingToken: string }).fencingToken });
+      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsSessionId: 'session-b' });
+    });
+
+    it('refuses a late read-repair of a token freed while Redis had no marker (after data loss)', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+
+      const freed = await rms.free({ intent, fencingToken: '42' });
+      const repaired = await rms.markExists({ intent, fencingToken: '42', sessionId: 'session-a' });
+
+      expect([freed, repaired]).toEqual([{ status: 'NOT_OWNER' }, { status: 'FREED' }]);
+      expect(await rms.inspect(intent)).toMatchObject({ exists: false, freedToken: '42' });
+      expect((await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS })).status).toBe('SUCCESS');
+    });
+
     it('free with another token leaves the marker in place', async ({ task }) => {
       const { rms, intent } = arrange(task.fullName);
       const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);

@@ -41,12 +41,21 @@ describe('compensation policy', () => {
     expect((await h.rms.inspect(intentKey)).exists).toBe(true);
   });
 
-  it('runs every compensation concurrently when parallel, recording the one that failed', async () => {
+  it('runs the step compensations concurrently when parallel, recording the one that failed, and then keeps the entity', async () => {
     const { intentKey, final } = await run('order-parallel');
 
     expect(final.outcome).toBe('COMPENSATION_FAILED');
-    expect([...final.compensationsRun].sort()).toEqual(['releaseStock', 'undoEntity']);
+    expect(final.compensationsRun).toEqual(['releaseStock']);
     expect(final.errors.map((e) => e.at)).toContain('refundPayment');
+    expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('REGISTERED');
+    expect((await h.rms.inspect(intentKey)).exists).toBe(true);
+  });
+
+  it('undoes the entity after the concurrent compensations when every one succeeded', async () => {
+    const { intentKey, final } = await run('order-parallel', true);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', compensationsRun: expect.arrayContaining(['releaseStock', 'refundPayment']) });
+    expect(final.compensationsRun.at(-1)).toBe('undoEntity');
     expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('COMPENSATED');
   });
 

@@ -1,7 +1,10 @@
+import { randomUUID } from 'node:crypto';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
-import { DECLINED_CARD, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
-import type { SagaState } from '../../src/shared';
+import { intentKey } from '../../src/rms';
+import { DECLINED_CARD, orderSaga, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
+import { sagaWorkflowId, type SagaState } from '../../src/shared';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 
 let h: SagaHarness;
@@ -168,17 +171,23 @@ describe('the order saga', () => {
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
-  it('ends COMPENSATION_FAILED, visible in state and search attributes, when a compensation keeps failing', async () => {
-    const started = await h.client.start(
-      'order',
-      order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] }),
-    );
+  it('ends COMPENSATION_FAILED, visible in state and search attributes, keeping its row and intent for an operator', async () => {
+    const cart = order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] });
+    const started = await h.client.start('order', cart);
 
     const final = await h.client.result(started.workflowId);
 
     expect(final.outcome).toBe('COMPENSATION_FAILED');
     expect(final.errors.map((e) => e.at)).toContain('refundPayment');
-    expect(final.compensationsRun).toEqual(['releaseStock', 'undoEntity']);
+    // The refund failed, so the entity is not undone: the payment is still CHARGED, and the order row
+    // keeps the customer, items and amount an operator needs to settle it.
+    expect(final.compensationsRun).toEqual(['releaseStock']);
+    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
+    expect(payment.rows).toEqual([{ status: 'CHARGED' }]);
+    expect(await rowOf(started.intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: final.fencingToken, data: { customer: cart.customer } });
+    expect((await h.rms.inspect(started.intentKey)).exists).toBe(true);
+    // A new order for the same cart cannot take the row over.
+    expect((await h.client.start('order', cart)).reservation.status).toBe('DUPLICATE');
     expect((await h.client.status(started.workflowId)).state.outcome).toBe('COMPENSATION_FAILED');
     const listed = await eventually(
       () => h.client.list({ outcome: 'COMPENSATION_FAILED' }),
@@ -188,29 +197,38 @@ describe('the order saga', () => {
     expect(listed.every((r) => r.outcome === 'COMPENSATION_FAILED')).toBe(true);
   });
 
-  it('runs the compensations when cancelled during the remaining steps, after the running step settled', async () => {
+  it('runs the compensations when cancelled during a step, after the running step settled', async () => {
     const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
-    // Cancel while reserveStock is running: its compensation must not run before its effect lands.
+    // Cancel while chargePayment is running: its compensation must not run before its effect lands.
+    await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.phase === 'RUNNING_STEPS', 'the steps to begin');
+
+    await h.client.cancel(started.workflowId);
+    const final = await h.client.result(started.workflowId);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: ['chargePayment'] });
+    // releaseStock runs too (finding nothing): a compensation is registered before its step is tried.
+    expect(final.compensationsRun).toEqual(['releaseStock', 'refundPayment', 'undoEntity']);
+    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
+    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    // The interrupted step's record is there: the saga waited for it before compensating.
+    const record = await h.pool.query(`SELECT 1 FROM idempotency_store WHERE key = $1`, [`${started.workflowId}:chargePayment`]);
+    expect(record.rowCount).toBe(1);
+    const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1`, [started.workflowId]);
+    expect(held.rows).toEqual([]);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
+  });
+
+  it('goes forward when cancelled during its last step: every step succeeded, so it completes', async () => {
+    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
     await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.stepsDone.includes('chargePayment'), 'the payment to be charged');
 
     await h.client.cancel(started.workflowId);
     const final = await h.client.result(started.workflowId);
 
-    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED' });
-    expect(final.compensationsRun).toContain('refundPayment');
+    expect(final).toMatchObject({ outcome: 'COMPLETED', stepsDone: ['chargePayment', 'reserveStock'], compensationsRun: [] });
     const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
-    // The interrupted step's record: present once its transaction committed (at once if the saga
-    // waited for it, later if the saga had abandoned it and compensated too early).
-    await eventually(
-      () => h.pool.query(`SELECT 1 FROM idempotency_store WHERE key = $1`, [`${started.workflowId}:reserveStock`]),
-      (r) => r.rowCount === 1,
-      'the interrupted step to settle',
-      10_000,
-    );
-    const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1 AND status = 'RESERVED'`, [started.workflowId]);
-    expect(held.rows).toEqual([]);
-    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
+    expect(payment.rows).toEqual([{ status: 'CHARGED' }]);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPLETED');
   });
 
   it('refuses bad input before starting anything', async () => {
@@ -219,5 +237,25 @@ describe('the order saga', () => {
     await expect(h.client.start('order', { ...order(), customer: 'x'.repeat(70_000) })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     await expect(h.client.start('order', order(), { idempotencyKey: 'has space' })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     expect(await h.client.list({ type: 'nope' })).toEqual([]);
+  });
+
+  it.each([
+    ['a NUL character', 'ada\u0000lovelace'],
+    ['a lone surrogate', 'ada\uD800lovelace'],
+  ])('refuses a customer holding %s with INVALID_INPUT at the gate: no lease, no fence, no row, no workflow', async (_, customer) => {
+    const data = order({ customer });
+    const key = `hostile-${randomUUID()}`;
+    const intent = intentKey(orderSaga.scope, orderSaga.intent(data));
+
+    const refused = h.client.start('order', data, { idempotencyKey: key });
+
+    await expect(refused).rejects.toBeInstanceOf(SagaInputError);
+    await expect(refused).rejects.toMatchObject({ code: 'INVALID_INPUT', message: expect.stringMatching(/^invalid order input at customer: /) });
+    const inspection = await h.rms.inspect(intent);
+    expect(inspection.holder).toBeUndefined();
+    expect(inspection.lastFencingToken).toBeUndefined();
+    expect(inspection.exists).toBe(false);
+    expect(await rowOf(intent)).toBeUndefined();
+    await expect(h.client.temporal.workflow.getHandle(sagaWorkflowId('order', key)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
   });
 });

@@ -44,6 +44,7 @@ describe('reply mapping', () => {
     expect(toFreeResult(['FREED'])).toEqual({ status: 'FREED' });
     expect(toFreeResult(['NOT_OWNER'])).toEqual({ status: 'NOT_OWNER' });
     expect(toMarkExistsResult(['MARKED'])).toEqual({ status: 'MARKED' });
+    expect(toMarkExistsResult(['FREED'])).toEqual({ status: 'FREED' });
   });
 
   it('maps an inspection with everything set', () => {
@@ -57,6 +58,10 @@ describe('reply mapping', () => {
       existsSessionId: 'session-b',
       lastFencingToken: '17',
     });
+  });
+
+  it('maps an inspection of a freed intent: its tombstone is no entity', () => {
+    expect(toIntentInspection(intent, [null, -2, '{freed}:12', '12'])).toEqual({ intent, exists: false, freedToken: '12', lastFencingToken: '12' });
   });
 
   it('maps an inspection of an untouched intent', () => {
@@ -79,7 +84,7 @@ describe('reply mapping', () => {
     ['finalize', () => toFinalizeResult(['RELEASED'])],
     ['release', () => toReleaseResult(['FREED'])],
     ['free', () => toFreeResult(['RELEASED'])],
-    ['markExists', () => toMarkExistsResult(['FREED'])],
+    ['markExists', () => toMarkExistsResult(['RELEASED'])],
     ['inspect', () => toIntentInspection(intent, [null, -2, null])],
     ['inspect', () => toIntentInspection(intent, ['no-token-here', 900, null, null])],
     ['inspect', () => toIntentInspection(intent, ['session-a:17', -1, null, null])],

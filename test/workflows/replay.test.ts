@@ -21,6 +21,11 @@ describe('recorded saga histories', () => {
         'gate-compensated',
         'gate-completed',
         'gate-lease-expired',
+        // A refund refused: the saga keeps its entity (failed-compensation-keeps-entity).
+        'gate-compensation-failed',
+        // Cancelled during its first step (it compensates) and during its last (forward-only-after-steps).
+        'gate-cancelled',
+        'gate-cancelled-after-steps',
         // Started by a plain Temporal client with {type, idempotencyKey, data}.
         'by-type-completed',
         'by-type-conflict',

@@ -1,0 +1,73 @@
+/**
+ * Keeping a lease for the length of one piece of work, and not a moment longer: the one place that
+ * extends a lease on a timer. `withLease` owns the timer and the AbortSignal it hands to the work,
+ * and stops both however the work ends (in the spirit of redlock's `using`).
+ */
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { Rms } from '../rms';
+import { ErrorType } from '../shared';
+
+/** The lease kept: its holder, and how long each extension makes it last. */
+export interface KeptLease {
+  intent: string;
+  sessionId: string;
+  fencingToken: string;
+  leaseMs: number;
+}
+
+function leaseLost(message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: ErrorType.LEASE_LOST, message, nonRetryable: true });
+}
+
+/**
+ * Runs `work` while holding `lease`: checks it is still ours first (an attempt after the lease ended
+ * must not start), then extends it and heartbeats every `intervalMs`. `work` gets a signal that aborts
+ * when the lease is lost, when Redis stays out of reach until the lease would have ended, or when the
+ * activity is cancelled; it must stop then (and check the signal, and {@link confirmLease}, before
+ * it commits). When `work` settles, in any way, the timer stops and no further extension is sent. A
+ * failure of `work` after the signal aborted is reported as the abort's reason (LEASE_LOST or the
+ * cancellation).
+ */
+export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const first = await rms.extend(lease);
+  if (first.status === 'LOST') throw leaseLost('the reservation lease was lost before the work began');
+  let expiresAt = first.expiresAt;
+  ctx.heartbeat({ expiresAt });
+
+  const abort = new AbortController();
+  const onCancel = () => abort.abort(new CancelledFailure('activity cancelled'));
+  ctx.cancellationSignal.addEventListener('abort', onCancel);
+  let stopped = false;
+  const beat = setInterval(() => {
+    rms.extend(lease).then(
+      (r) => {
+        if (stopped) return;
+        if (r.status === 'LOST') abort.abort(leaseLost('the reservation lease was lost during the work'));
+        else expiresAt = r.expiresAt;
+        ctx.heartbeat({ expiresAt });
+      },
+      () => {
+        if (stopped) return;
+        // Redis unreachable: the lease may still be ours until it would have expired.
+        if (Date.now() >= expiresAt) abort.abort(leaseLost('the lease could not be extended before it expired'));
+        else ctx.heartbeat({ expiresAt });
+      },
+    );
+  }, intervalMs);
+  try {
+    return await work(abort.signal);
+  } catch (err) {
+    throw abort.signal.aborted ? abort.signal.reason : err;
+  } finally {
+    stopped = true;
+    clearInterval(beat);
+    ctx.cancellationSignal.removeEventListener('abort', onCancel);
+  }
+}
+
+/** Asks Redis whether the lease is still ours (the last check before a commit); LEASE_LOST if not. */
+export async function confirmLease(rms: Rms, lease: KeptLease): Promise<void> {
+  const last = await rms.extend(lease);
+  if (last.status === 'LOST') throw leaseLost('the reservation lease was lost before commit');
+}

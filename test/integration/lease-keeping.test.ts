@@ -1,0 +1,50 @@
+/**
+ * The lease a fenced write keeps alive ends with the attempt that keeps it: whatever way the attempt
+ * ends (PostgreSQL out of reach before the write, a failed write, a lost lease), no timer goes on
+ * extending it. The write activity runs for real (real Redis, real PostgreSQL or an unreachable one)
+ * in the SDK's activity test environment, which gives it a Temporal activity context.
+ */
+import { randomUUID } from 'node:crypto';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createSagaActivities } from '../../src/activities/saga';
+import { createPool } from '../../src/db/pool';
+import { Rms, createRedis, intentKey } from '../../src/rms';
+import { orderSaga, sagaTypes } from '../../src/sagas';
+import { testConfig } from '../helpers/context';
+import { eventually, order } from '../helpers/saga-harness';
+
+const config = testConfig('lease keeping');
+const timings = { leaseMs: 600, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 400, compensationAttempts: 1 };
+let redis: Redis | Cluster;
+let rms: Rms;
+beforeAll(() => {
+  redis = createRedis(config.redis);
+  rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
+});
+afterAll(() => {
+  redis.disconnect();
+});
+
+it('lets the lease expire when PostgreSQL cannot be reached for the write: no timer outlives the attempt', async () => {
+  // PostgreSQL out of reach for this worker: connect() fails after its timeout.
+  const unreachable = createPool({ ...config.db, url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 300 });
+  const activities = createSagaActivities({ rms, pool: unreachable, timings, types: sagaTypes });
+  const input = orderSaga.schema.parse(order());
+  const intent = intentKey(orderSaga.scope, { test: randomUUID() });
+  const held = await rms.reserve({ intent, sessionId: 'writer', leaseMs: timings.leaseMs });
+  if (held.status !== 'SUCCESS') throw new Error(`could not arrange the lease: ${held.status}`);
+  const owner = { type: 'order', intentKey: intent, sessionId: 'writer', fencingToken: held.fencingToken };
+
+  const attempt = await new MockActivityEnvironment().run((req: Parameters<typeof activities.writeEntity>[0]) => activities.writeEntity(req), { ...owner, payload: input, timings }).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  await unreachable.end();
+
+  expect((attempt as Error).message).toMatch(/ECONNREFUSED|connect/);
+  // Beats every 100 ms would keep a 600 ms lease forever; once the attempt is over, it ends.
+  const after = await eventually(() => rms.inspect(intent), (i) => i.holder === undefined, 'the lease to expire', 5_000);
+  expect(after.holder).toBeUndefined();
+});
