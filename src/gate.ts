@@ -51,13 +51,34 @@ export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateReq
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
     const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionId: row.sessionId } : {}) };
-    const repaired = await rms.markExists({ intent: req.intentKey, ...owner });
+    const repaired = await markEntityExists({ rms, pool }, req.table, req.intentKey, owner);
     // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
     // and its write will take over the undone row with a higher token.
-    if (repaired.status === 'MARKED') {
+    if (repaired === 'MARKED') {
       await rms.release(lease);
       return { status: 'DUPLICATE', owner };
     }
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
+}
+
+/**
+ * Read-repair: records in Redis an entity PostgreSQL showed to exist (`owner`'s token). A repair is a
+ * read of PostgreSQL and then a write here, and the entity may be undone in between: `free` leaves a
+ * tombstone that refuses the late write, and if Redis lost that tombstone too, the row is read again
+ * after the write and the marker taken back when the row is no longer that entity's. `FREED` means
+ * nothing stays marked.
+ */
+export async function markEntityExists(
+  deps: { rms: Rms; pool: Pool },
+  table: FencedTable,
+  intentKey: string,
+  owner: EntityOwner,
+): Promise<'MARKED' | 'FREED'> {
+  const marked = await deps.rms.markExists({ intent: intentKey, ...owner });
+  if (marked.status === 'FREED') return 'FREED';
+  const row = await table.find(deps.pool, intentKey);
+  if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken === owner.fencingToken) return 'MARKED';
+  await deps.rms.free({ intent: intentKey, fencingToken: owner.fencingToken });
+  return 'FREED';
 }

@@ -6,9 +6,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { withIdempotency } from '../db';
-import { reserveIntent } from '../gate';
+import { markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
-import { RmsValidationError, type Rms } from '../rms';
+import { isSessionId, RmsValidationError, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   SagaInputError,
@@ -74,7 +74,8 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
 
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
-    await rms.markExists({ intent: owner.intentKey, fencingToken: existing.lastFencingToken, sessionId: existing.sessionId });
+    const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionId: existing.sessionId } : {}) };
+    await markEntityExists({ rms, pool }, definition(owner.type).table, owner.intentKey, entity);
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
 
@@ -164,7 +165,9 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
       const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
-      if (finalized.status === 'LOST') await rms.markExists({ intent: req.intentKey, fencingToken: req.fencingToken, sessionId: req.sessionId });
+      if (finalized.status === 'LOST') {
+        await markEntityExists({ rms, pool }, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionId: req.sessionId });
+      }
     },
 
     /** Marks the row COMPLETED (fenced). */
