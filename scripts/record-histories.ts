@@ -2,8 +2,9 @@
  * Records the histories that test/workflows/replay.test.ts replays: one per saga shape, run for real
  * against the dev stack (`make dev`). Run it when the workflow changes on purpose (with a versioning
  * plan for running sagas), and commit the files. The `legacy-*` files were recorded before the gate
- * (the workflow reserved by itself, with its run id as the session) and are kept, never re-recorded:
- * they prove that sagas started then still replay.
+ * (the workflow reserved by itself, with its run id as the session) and the `pre-heartbeat-*` files
+ * before steps heartbeated (patch `steps-heartbeat`); both are kept, never re-recorded: they prove
+ * that sagas started then still replay.
  *
  *   npx tsx scripts/record-histories.ts
  */
@@ -35,7 +36,8 @@ async function main(): Promise<void> {
     items: [{ sku, quantity, priceCents: 500 }],
     payment: { card },
   });
-  const slowSteps = () => ({ ...cart('4242424242424242'), simulate: { stepDelayMs: 1500 } });
+  // Each step works 5 s: long enough for a cancellation to reach it by a heartbeat.
+  const slowSteps = () => ({ ...cart('4242424242424242'), simulate: { stepDelayMs: 5000 } });
   /** Cancels the saga once `ready` holds for its state (polled through the `state` query). */
   const cancelWhen = async (workflowId: string, ready: (state: SagaState) => boolean) => {
     for (;;) {
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
     // A refund the card network refuses: the saga ends COMPENSATION_FAILED, keeping its entity.
     shapes['gate-compensation-failed'] = (await client.start('order', cart('4000000000000259', 'rare-coin', 5))).workflowId;
-    // Cancelled during its first step (it compensates), and during its last (every step succeeds: it completes).
+    // Cancelled during its first step and during its last: the running step stops, the saga compensates.
     shapes['gate-cancelled'] = (await client.start('order', slowSteps())).workflowId;
     shapes['gate-cancelled-after-steps'] = (await client.start('order', slowSteps())).workflowId;
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));

@@ -92,6 +92,13 @@ const envSchema = z.object({
   DB_STATEMENT_TIMEOUT_MS: positiveMs(30_000),
   /** Time limit for opening a connection. @default 5000 */
   DB_CONNECT_TIMEOUT_MS: positiveMs(5_000, 600_000),
+  /**
+   * A transaction idle this long (its process paused, hung, or gone quiet between statements) is
+   * ended by PostgreSQL and rolled back (`idle_in_transaction_session_timeout`): the longest a step's
+   * compensation waits for a stalled attempt of that step, so at most 50000 (below the 60 s a
+   * compensation attempt may take). @default 30000
+   */
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: positiveMs(30_000, 50_000),
   /** Lease of a reservation; extended by every heartbeat of the fenced write. @default 30000 */
   LEASE_MS: positiveMs(30_000),
   /** How often the fenced write heartbeats (and so extends the lease). @default 5000 */
@@ -117,7 +124,7 @@ export interface Config {
     uiUrl: string;
   };
   redis: { url: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
-  db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number };
+  db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number; idleInTransactionTimeoutMs: number };
   saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
   /**
    * Whether workers and clients run the saga types with their test knobs (`sagaTypesFor` in
@@ -186,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       poolMax: e.DB_POOL_MAX,
       statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
       connectTimeoutMs: e.DB_CONNECT_TIMEOUT_MS,
+      idleInTransactionTimeoutMs: e.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
     saga: {
       leaseMs: e.LEASE_MS,
@@ -228,6 +236,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     DB_POOL_MAX: String(db.poolMax),
     DB_STATEMENT_TIMEOUT_MS: String(db.statementTimeoutMs),
     DB_CONNECT_TIMEOUT_MS: String(db.connectTimeoutMs),
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: String(db.idleInTransactionTimeoutMs),
     LEASE_MS: String(saga.leaseMs),
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),

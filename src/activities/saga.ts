@@ -3,9 +3,9 @@
  * become non-retryable ApplicationFailures with a `type` from ErrorType; infrastructure errors stay
  * retryable.
  */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { withIdempotency } from '../db';
+import { IdempotencyKeyTombstonedError, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
 import { isSessionId, RmsValidationError, type Rms } from '../rms';
@@ -207,20 +207,62 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
     const { def, input } = resolve(req.type, req.payload);
     const handler = Object.hasOwn(def.handlers, req.name) ? def.handlers[req.name] : undefined;
     if (!handler) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${req.type} has no ${kind} ${req.name}`);
-    try {
-      const { replayed } = await withIdempotency(
-        pool,
-        { scope: `${req.type}-${kind}`, key: `${req.sagaKey}:${req.name}`, payload: { intentKey: req.intentKey, fencingToken: req.fencingToken } },
-        (tx) => handler(tx, { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input }),
-      );
-      return { replayed };
-    } catch (err) {
-      if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
-      if (err instanceof CompensationRefusedError) {
-        throw ApplicationFailure.create({ type: ErrorType.COMPENSATION_REFUSED, message: `${req.name}: ${err.message}`, cause: err });
+    // A step and its compensation key their records alike; the payload ties them to the holder.
+    const recorded = (scope: 'step' | 'compensation', name: string) => ({
+      scope: `${req.type}-${scope}`,
+      key: `${req.sagaKey}:${name}`,
+      payload: { intentKey: req.intentKey, fencingToken: req.fencingToken },
+    });
+    return withHeartbeats(timings.heartbeatIntervalMs, async (signal) => {
+      if (kind === 'compensation') {
+        // First the step's own key, for good: an attempt of the step still in flight commits or rolls
+        // back before this returns (a stalled one is ended by PostgreSQL's idle-transaction timeout),
+        // and none can commit after. So the compensation below sees every effect of its step.
+        for (const { step } of def.steps.filter((s) => s.compensation === req.name)) {
+          await tombstoneIdempotencyKey(pool, recorded('step', step));
+        }
       }
-      throw err;
-    }
+      try {
+        const { replayed } = await withIdempotency(pool, { ...recorded(kind, req.name), signal }, (tx) =>
+          handler(tx, { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input, signal }),
+        );
+        return { replayed };
+      } catch (err) {
+        if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
+        if (err instanceof CompensationRefusedError) {
+          throw ApplicationFailure.create({ type: ErrorType.COMPENSATION_REFUSED, message: `${req.name}: ${err.message}`, cause: err });
+        }
+        if (err instanceof IdempotencyKeyTombstonedError) {
+          throw nonRetryable(ErrorType.STEP_COMPENSATED, `${req.name}: its compensation has begun; this late attempt does nothing`, err);
+        }
+        throw err;
+      }
+    });
+  }
+}
+
+/**
+ * Runs `work` while the activity heartbeats (every `intervalMs`, or more often when the activity's
+ * heartbeat timeout asks for it), so a cancellation or a timeout reaches it: `work` gets the
+ * activity's cancellation signal. Once that signal aborts, the beats stop: an attempt that does not
+ * stop when told is then given up by its heartbeat timeout instead of being waited for. The timer
+ * always stops when `work` settles.
+ */
+async function withHeartbeats<T>(intervalMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const timeoutMs = ctx.info.heartbeatTimeoutMs;
+  const every = timeoutMs ? Math.min(intervalMs, Math.max(1, Math.floor(timeoutMs / 3))) : intervalMs;
+  ctx.heartbeat();
+  const beat = setInterval(() => {
+    if (!ctx.cancellationSignal.aborted) ctx.heartbeat();
+  }, every);
+  try {
+    return await work(ctx.cancellationSignal);
+  } catch (err) {
+    // Given up (cancelled, timed out): report that, not whatever the interrupted work threw.
+    throw ctx.cancellationSignal.aborted ? ctx.cancellationSignal.reason : err;
+  } finally {
+    clearInterval(beat);
   }
 }
 

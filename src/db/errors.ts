@@ -66,6 +66,23 @@ export class IdempotencyRecordStateError extends DbError {
   }
 }
 
+/**
+ * Thrown by `withIdempotency` when the key is held by a tombstone (`tombstoneIdempotencyKey`): the
+ * work it keys was compensated (or otherwise given up) and must never run now.
+ */
+export class IdempotencyKeyTombstonedError extends DbError {
+  override readonly name = 'IdempotencyKeyTombstonedError';
+  /** Scope of the key. */
+  readonly scope: string;
+  /** The idempotency key. */
+  readonly key: string;
+  constructor(scope: string, key: string) {
+    super(`idempotency key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} is tombstoned: its work was given up and never runs`);
+    this.scope = scope;
+    this.key = key;
+  }
+}
+
 /** Connection-level failures (node errors and PostgreSQL's connection/operator-intervention classes). */
 const UNAVAILABLE_NODE_CODES = new Set([
   'ECONNREFUSED',

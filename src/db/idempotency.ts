@@ -8,6 +8,7 @@ import {
   DbError,
   DbUnavailableError,
   IdempotencyKeyReuseError,
+  IdempotencyKeyTombstonedError,
   IdempotencyRecordStateError,
   InvalidArgumentError,
   isUnavailable,
@@ -24,6 +25,12 @@ export interface IdempotencyInput {
   key: string;
   /** The request; its canonical-JSON SHA-256 is stored and compared on every later call. */
   payload: unknown;
+  /**
+   * When it aborts, the work is given up: checked before `fn` runs and again before the record and
+   * the effect commit (`fn` should stop on it too); the transaction then rolls back and the abort's
+   * reason is thrown.
+   */
+  signal?: AbortSignal;
 }
 
 /** What {@link withIdempotency} returns. */
@@ -48,6 +55,16 @@ const MAX_ATTEMPTS = 3;
  *
  * When A's fn throws, A rolls back: its row never existed, B's INSERT goes through and B runs fn
  * itself. A PENDING record is never visible to anyone else: it commits only as COMPLETED.
+ *
+ * The tombstone (tombstoneIdempotencyKey) is a claim that never runs anything. The compensation of
+ * a step takes the step's own key this way before it looks for the step's effect:
+ *
+ *   A: BEGIN; INSERT … PENDING; fn(tx) …       -- a step attempt, slow or paused
+ *   T: INSERT … TOMBSTONE ON CONFLICT DO NOTHING   -- waits for A's transaction to end
+ *   A: COMMIT  → T finds A's COMPLETED record: the compensation runs after the effect, and sees it
+ *   A: ROLLBACK (or killed when idle too long) → T's TOMBSTONE commits; every later attempt of the
+ *      step reads it and refuses (IdempotencyKeyTombstonedError): nothing of the step ever commits
+ *      after its compensation.
  */
 const CLAIM = `INSERT INTO idempotency_store (scope, key, request_hash, status)
 VALUES ($1::text, $2::text, $3::text, 'PENDING')
@@ -59,8 +76,12 @@ WHERE scope = $1::text AND key = $2::text`;
 
 const READ = `SELECT request_hash, status, response FROM idempotency_store WHERE scope = $1::text AND key = $2::text`;
 
+const TOMBSTONE = `INSERT INTO idempotency_store (scope, key, request_hash, status)
+VALUES ($1::text, $2::text, $3::text, 'TOMBSTONE')
+ON CONFLICT (scope, key) DO NOTHING`;
+
 const PURGE = `DELETE FROM idempotency_store
-WHERE status IN ('COMPLETED', 'FAILED') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
+WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
 
 type Attempt<T> = { kind: 'ran'; result: T } | { kind: 'replayed'; response: unknown } | { kind: 'vanished' };
 
@@ -74,6 +95,8 @@ type Attempt<T> = { kind: 'ran'; result: T } | { kind: 'replayed'; response: unk
  *   `replayed: true`. The replayed result is the JSON round-trip of the first result (a `Date`
  *   comes back as a string, `undefined` as `null`): return plain JSON from `fn`.
  * - Same scope and key, different payload: `IdempotencyKeyReuseError`, nothing runs.
+ * - The key is tombstoned: `IdempotencyKeyTombstonedError`, nothing runs.
+ * - `signal` aborted before the commit: rolls back and throws the abort's reason.
  * - `fn` throws: the transaction rolls back (its effect and the record), the error propagates
  *   unchanged, and a later call (or a waiting duplicate) runs `fn` again.
  *
@@ -92,11 +115,15 @@ export async function withIdempotency<T>(
   const scope = checkText(input.scope, 'scope');
   const key = checkText(input.key, 'key');
   const hash = requestHash(input.payload);
+  const { signal } = input;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    signal?.throwIfAborted();
     const outcome = await inTransaction(pool, async (tx) => {
       const claimed = await runQuery(tx, 'withIdempotency', CLAIM, [scope, key, hash]);
       if (claimed.rowCount === 1) {
         const result = await fn(tx);
+        // Given up while it ran (cancelled, timed out): nothing of it may commit.
+        signal?.throwIfAborted();
         await runQuery(tx, 'withIdempotency', COMPLETE, [scope, key, encodeResponse(result)]);
         return { kind: 'ran', result } satisfies Attempt<T>;
       }
@@ -104,6 +131,7 @@ export async function withIdempotency<T>(
       const record = rows[0];
       if (!record) return { kind: 'vanished' } satisfies Attempt<T>;
       if (record.request_hash !== hash) throw new IdempotencyKeyReuseError(scope, key);
+      if (record.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(scope, key);
       if (record.status !== 'COMPLETED') throw new IdempotencyRecordStateError(scope, key, record.status);
       return { kind: 'replayed', response: record.response } satisfies Attempt<T>;
     });
@@ -114,7 +142,31 @@ export async function withIdempotency<T>(
 }
 
 /**
- * Deletes COMPLETED and FAILED records last updated more than `olderThanMs` ago; returns how many.
+ * Takes `key` for good without running anything, so that work keyed by it can never run after this
+ * call returns: waits for an attempt in flight (an uncommitted claim) to commit or roll back, then
+ * inserts a TOMBSTONE unless a record exists. Returns what holds the key now: `TOMBSTONE` (no
+ * attempt ever committed; none ever will) or the status of the record found (`COMPLETED`: the work
+ * committed before; whoever undoes it sees its effect). The payload is hashed as in
+ * {@link withIdempotency}: pass the same one, or later attempts get IdempotencyKeyReuseError.
+ * @throws InvalidArgumentError for an empty scope or key or a non-JSON payload.
+ * @throws DbUnavailableError when PostgreSQL cannot be reached.
+ */
+export async function tombstoneIdempotencyKey(pool: pg.Pool, input: Omit<IdempotencyInput, 'signal'>): Promise<string> {
+  const scope = checkText(input.scope, 'scope');
+  const key = checkText(input.key, 'key');
+  const hash = requestHash(input.payload);
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    // One statement, its own transaction: the INSERT waits for a conflicting uncommitted claim.
+    const inserted = await runQuery(pool, 'tombstoneIdempotencyKey', TOMBSTONE, [scope, key, hash]);
+    if (inserted.rowCount === 1) return 'TOMBSTONE';
+    const { rows } = await runQuery<{ status: string }>(pool, 'tombstoneIdempotencyKey', READ, [scope, key]);
+    if (rows[0]) return rows[0].status;
+  }
+  throw new DbError(`tombstoneIdempotencyKey: the record of ${JSON.stringify(key)} in ${JSON.stringify(scope)} vanished ${MAX_ATTEMPTS} times (purged while in use?)`);
+}
+
+/**
+ * Deletes COMPLETED, FAILED and TOMBSTONE records last updated more than `olderThanMs` ago; returns how many.
  * Purge only records older than any retry can come: a purged key runs its step again.
  * @throws InvalidArgumentError when `olderThanMs` is not a non-negative whole number.
  */

@@ -17,11 +17,12 @@ export {
 } from './fenced-table';
 export { ordersTable } from './orders';
 export { canonicalJson, requestHash } from './canonical-json';
-export { purgeIdempotencyRecords, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
+export { purgeIdempotencyRecords, tombstoneIdempotencyKey, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
 export {
   DbError,
   DbUnavailableError,
   IdempotencyKeyReuseError,
+  IdempotencyKeyTombstonedError,
   IdempotencyRecordStateError,
   InvalidArgumentError,
   isUnavailable,

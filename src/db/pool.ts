@@ -6,7 +6,7 @@ import type { Config } from '../config';
 export type PoolOptions = Config['db'];
 
 /**
- * Creates a pool whose every connection carries the statement timeout, and whose idle-client errors
+ * Creates a pool whose every connection carries the statement and idle-transaction timeouts, and whose idle-client errors
  * (a restarted server) are logged instead of crashing the process.
  */
 export function createPool(options: PoolOptions): pg.Pool {
@@ -15,6 +15,8 @@ export function createPool(options: PoolOptions): pg.Pool {
     max: options.poolMax,
     connectionTimeoutMillis: options.connectTimeoutMs,
     statement_timeout: options.statementTimeoutMs,
+    // A transaction left idle (a paused or hung process) must not keep its locks, nor a step's claim, for ever.
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
     idleTimeoutMillis: 30_000,
     application_name: 'reservation-saga',
   });

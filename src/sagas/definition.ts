@@ -15,9 +15,19 @@ export interface StepContext<I> {
   intentKey: string;
   fencingToken: string;
   input: I;
+  /**
+   * Aborts when the attempt is given up (the saga was cancelled, the attempt timed out, the worker
+   * shuts down). A handler that waits or works for long must stop then: whatever it did rolls back
+   * with the transaction, and a compensation may already be on its way.
+   */
+  signal: AbortSignal;
 }
 
-/** A step or compensation: runs inside the transaction that records its idempotency key. */
+/**
+ * A step or compensation: runs inside the transaction that records its idempotency key, and must do
+ * its effect through `tx`. An attempt that outlives its timeout cannot commit after the step's
+ * compensation began (the compensation tombstones the step's key first; see src/db/idempotency.ts).
+ */
 export type StepHandler<I> = (tx: PoolClient, ctx: StepContext<I>) => Promise<unknown>;
 
 /** A saga type. */

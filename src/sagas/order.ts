@@ -7,7 +7,7 @@
  * Example data (for tests and the demo): card `4000000000000002` is declined; card
  * `4000000000000259` can be charged but refuses refunds; `rare-coin` has one unit in stock.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import type { PoolClient } from 'pg';
 import { z } from 'zod';
 import { ordersTable } from '../db';
 import { CompensationRefusedError, StepRejectedError, type SagaDefinition, type StepHandler } from './definition';
@@ -134,16 +134,24 @@ export const orderSaga: SagaDefinition<OrderInput> = {
   compensation: { parallel: false, continueOnError: true, freeIntent: true },
 };
 
-/** Waits `ms` (a simulated slow step). */
-async function pause(ms: number | undefined): Promise<void> {
-  if (ms) await sleep(ms);
+/**
+ * Works `ms` inside the transaction (a simulated slow step: statements, as a real step's slow work
+ * would be, so the transaction is never idle), stopping when `signal` aborts.
+ */
+async function work(tx: PoolClient, ms: number | undefined, signal: AbortSignal): Promise<void> {
+  const until = Date.now() + (ms ?? 0);
+  while (Date.now() < until) {
+    signal.throwIfAborted();
+    await tx.query('SELECT pg_sleep($1)', [Math.min(0.1, (until - Date.now()) / 1000)]);
+  }
+  signal.throwIfAborted();
 }
 
 /** `handler`, after the step delay the input asks for. */
 const slowed =
   (handler: StepHandler<OrderInput>): StepHandler<SimulatedOrderInput> =>
   async (tx, ctx) => {
-    await pause(ctx.input.simulate?.stepDelayMs);
+    await work(tx, ctx.input.simulate?.stepDelayMs, ctx.signal);
     return handler(tx, ctx);
   };
 
@@ -157,12 +165,7 @@ export const orderSagaWithSimulations: SagaDefinition<SimulatedOrderInput> = {
   schema: simulatedOrderSchema,
   async writeWork(tx, input, signal) {
     // A long, monolithic write: work in the transaction, in slices, stopping when the lease is lost.
-    const until = Date.now() + (input.simulate?.writeDelayMs ?? 0);
-    while (Date.now() < until) {
-      signal.throwIfAborted();
-      await tx.query('SELECT pg_sleep($1)', [Math.min(0.1, (until - Date.now()) / 1000)]);
-    }
-    signal.throwIfAborted();
+    await work(tx, input.simulate?.writeDelayMs, signal);
   },
   handlers: { ...orderSaga.handlers, chargePayment: slowed(chargePayment), reserveStock: slowed(reserveStock) },
 };

@@ -38,6 +38,8 @@ export const ErrorType = {
   FENCED_OUT: 'FENCED_OUT',
   /** A step met a business refusal (declined payment, short stock, ...). */
   STEP_REJECTED: 'STEP_REJECTED',
+  /** A late attempt of a step whose compensation has already taken its key: it never runs. */
+  STEP_COMPENSATED: 'STEP_COMPENSATED',
   /** A compensation was refused by the system it undoes. */
   COMPENSATION_REFUSED: 'COMPENSATION_REFUSED',
   /** The input does not match the saga type's schema. */

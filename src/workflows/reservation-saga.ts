@@ -52,6 +52,12 @@ export const FORWARD_PATCH = 'forward-only-after-steps';
 /** A compensation that failed keeps the entity: no undo of the row, no freeing of the intent. */
 export const KEEP_ENTITY_PATCH = 'failed-compensation-keeps-entity';
 
+/**
+ * Steps heartbeat: a cancellation or a timeout reaches a running step (its AbortSignal), and a
+ * stalled attempt is given up after the heartbeat timeout instead of the 60 s start-to-close.
+ */
+export const STEP_HEARTBEAT_PATCH = 'steps-heartbeat';
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -79,6 +85,12 @@ function activities(input: SagaInput) {
       retry: { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval },
     }),
     step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA, ...settle }),
+    heartbeatingStep: proxyActivities<SagaActivities>({
+      startToCloseTimeout: '60s',
+      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+      retry: RETRY_INFRA,
+      ...settle,
+    }),
     compensation: proxyActivities<SagaActivities>({
       startToCloseTimeout: '60s',
       retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
@@ -331,9 +343,10 @@ async function runReserved(
 
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
+    const steps = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH) ? act.heartbeatingStep : act.step;
     for (const { step, compensation } of input.steps) {
       compensations.push({ name: compensation, run: () => act.compensation.runCompensation({ ...stepContext, name: compensation }) });
-      await act.step.runStep({ ...stepContext, name: step });
+      await steps.runStep({ ...stepContext, name: step });
       state.stepsDone.push(step);
     }
     if (!patched(FORWARD_PATCH)) {

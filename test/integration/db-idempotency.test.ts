@@ -4,7 +4,14 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotencyKeyReuseError, purgeIdempotencyRecords, requestHash, withIdempotency } from '../../src/db';
+import {
+  IdempotencyKeyReuseError,
+  IdempotencyKeyTombstonedError,
+  purgeIdempotencyRecords,
+  requestHash,
+  tombstoneIdempotencyKey,
+  withIdempotency,
+} from '../../src/db';
 import { checkout, testPool, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
 
 const schema = uniqueSchema('idem');
@@ -197,6 +204,89 @@ describe('withIdempotency', () => {
     await expect(attempt).rejects.toThrow(/JSON/);
     expect(await effects(scope)).toEqual([]);
     expect(await record(scope, 'k')).toBeUndefined();
+  });
+});
+
+/** An attempt of `fn` held open inside its transaction (after its claim and its effect) until let go. */
+function heldAttempt(pool: pg.Pool, input: { scope: string; key: string; payload: unknown; signal?: AbortSignal }, note: string) {
+  let inside!: () => void;
+  const isInside = new Promise<void>((resolve) => (inside = resolve));
+  let letGo!: () => void;
+  const mayGo = new Promise<void>((resolve) => (letGo = resolve));
+  const attempt = withIdempotency(pool, input, async (tx) => {
+    await effect(tx, input.scope, note);
+    inside();
+    await mayGo;
+    await tx.query('SELECT 1');
+    return note;
+  });
+  attempt.catch(() => {});
+  return { attempt, isInside, letGo };
+}
+
+describe('tombstoneIdempotencyKey', () => {
+  it('waits for an attempt in flight; when it commits, reports COMPLETED and its effect is there to undo', async () => {
+    const scope = uniqueId('tomb-after-commit');
+    const input = { scope, key: 'saga-1:charge', payload: { t: '1' } };
+    const held = heldAttempt(pool, input, 'charged');
+    await held.isInside;
+
+    const tombstone = tombstoneIdempotencyKey(pool, input);
+    await untilAClaimWaits(pool);
+    held.letGo();
+
+    await expect(held.attempt).resolves.toEqual({ result: 'charged', replayed: false });
+    await expect(tombstone).resolves.toBe('COMPLETED');
+    expect(await effects(scope)).toEqual(['charged']);
+    expect((await record(scope, 'saga-1:charge'))?.status).toBe('COMPLETED');
+  });
+
+  it('waits for an attempt in flight; when it rolls back, takes the key for good: no later attempt runs', async () => {
+    const scope = uniqueId('tomb-after-rollback');
+    const input = { scope, key: 'saga-1:charge', payload: { t: '1' } };
+    const givenUp = new AbortController();
+    const held = heldAttempt(pool, { ...input, signal: givenUp.signal }, 'charged');
+    await held.isInside;
+
+    const tombstone = tombstoneIdempotencyKey(pool, input);
+    await untilAClaimWaits(pool);
+    givenUp.abort(new Error('attempt given up'));
+    held.letGo();
+
+    await expect(held.attempt).rejects.toThrow('attempt given up');
+    await expect(tombstone).resolves.toBe('TOMBSTONE');
+    let ran = false;
+    const late = withIdempotency(pool, input, async () => {
+      ran = true;
+    });
+    await expect(late).rejects.toBeInstanceOf(IdempotencyKeyTombstonedError);
+    expect(ran).toBe(false);
+    expect(await effects(scope)).toEqual([]);
+    expect(await record(scope, 'saga-1:charge')).toEqual({ status: 'TOMBSTONE', request_hash: requestHash(input.payload), response: null });
+    // Taking it again changes nothing.
+    await expect(tombstoneIdempotencyKey(pool, input)).resolves.toBe('TOMBSTONE');
+  });
+
+  it('is not held up for ever by a stalled attempt: PostgreSQL ends its idle transaction, and the attempt commits nothing when it wakes', async () => {
+    const scope = uniqueId('tomb-stalled');
+    const input = { scope, key: 'saga-1:charge', payload: { t: '1' } };
+    const stalling = testPool(1);
+    stalling.on('connect', (c) => c.on('error', () => {}));
+    await stalling.query('SET SESSION idle_in_transaction_session_timeout = 500');
+    try {
+      const held = heldAttempt(stalling, input, 'charged');
+      await held.isInside;
+
+      // The attempt's process is stalled (here: fn awaits); its transaction sits idle past the limit.
+      await expect(tombstoneIdempotencyKey(pool, input)).resolves.toBe('TOMBSTONE');
+      held.letGo();
+
+      await expect(held.attempt).rejects.toThrow();
+      expect(await effects(scope)).toEqual([]);
+      expect((await record(scope, 'saga-1:charge'))?.status).toBe('TOMBSTONE');
+    } finally {
+      await stalling.end();
+    }
   });
 });
 

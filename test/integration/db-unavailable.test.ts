@@ -11,7 +11,7 @@ describe('PostgreSQL unreachable', () => {
   // Nothing listens on port 1; the small connect timeout bounds the wait if something filters it.
   let pool: pg.Pool;
   beforeAll(() => {
-    pool = createPool({ url: 'postgres://postgres@127.0.0.1:1/none', poolMax: 2, statementTimeoutMs: 1000, connectTimeoutMs: 1000 });
+    pool = createPool({ url: 'postgres://postgres@127.0.0.1:1/none', poolMax: 2, statementTimeoutMs: 1000, connectTimeoutMs: 1000, idleInTransactionTimeoutMs: 1000 });
   });
   afterAll(async () => {
     await pool.end();

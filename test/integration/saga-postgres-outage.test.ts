@@ -29,7 +29,7 @@ it('survives PostgreSQL going away mid-write: the write is retried under the sam
   const final = await h.client.result(started.workflowId);
 
   expect(final.outcome).toBe('COMPLETED');
-  const direct = createPool({ url: inject('databaseUrl'), poolMax: 1, statementTimeoutMs: 5000, connectTimeoutMs: 5000 });
+  const direct = createPool({ url: inject('databaseUrl'), poolMax: 1, statementTimeoutMs: 5000, connectTimeoutMs: 5000, idleInTransactionTimeoutMs: 30_000 });
   try {
     const { rows } = await direct.query('SELECT count(*)::int AS n FROM orders WHERE intent_key = $1', [started.intentKey]);
     expect(rows[0]).toEqual({ n: 1 });

@@ -197,38 +197,39 @@ describe('the order saga', () => {
     expect(listed.every((r) => r.outcome === 'COMPENSATION_FAILED')).toBe(true);
   });
 
-  it('runs the compensations when cancelled during a step, after the running step settled', async () => {
-    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
-    // Cancel while chargePayment is running: its compensation must not run before its effect lands.
+  it('stops the running step when cancelled (its AbortSignal), then compensates: nothing charged, the step tombstoned', async () => {
+    // Each step works 5 s: long enough for the cancellation to reach it by a heartbeat.
+    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 5000 } }));
     await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.phase === 'RUNNING_STEPS', 'the steps to begin');
 
     await h.client.cancel(started.workflowId);
     const final = await h.client.result(started.workflowId);
 
-    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: ['chargePayment'] });
-    // releaseStock runs too (finding nothing): a compensation is registered before its step is tried.
-    expect(final.compensationsRun).toEqual(['releaseStock', 'refundPayment', 'undoEntity']);
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: [] });
+    // Only the compensation of the step that was tried runs, after that step's attempt ended.
+    expect(final.compensationsRun).toEqual(['refundPayment', 'undoEntity']);
     const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
-    // The interrupted step's record is there: the saga waited for it before compensating.
-    const record = await h.pool.query(`SELECT 1 FROM idempotency_store WHERE key = $1`, [`${started.workflowId}:chargePayment`]);
-    expect(record.rowCount).toBe(1);
-    const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1`, [started.workflowId]);
-    expect(held.rows).toEqual([]);
+    expect(payment.rows).toEqual([]);
+    // The stopped step's key is taken by its compensation: no late attempt can charge.
+    const record = await h.pool.query(`SELECT status FROM idempotency_store WHERE scope = 'order-step' AND key = $1`, [`${started.workflowId}:chargePayment`]);
+    expect(record.rows).toEqual([{ status: 'TOMBSTONE' }]);
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
-  it('goes forward when cancelled during its last step: every step succeeded, so it completes', async () => {
-    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
+  it('stops the last step when cancelled during it, and undoes the steps before it', async () => {
+    const started = await h.client.start('order', order({ simulate: { stepDelayMs: 5000 } }));
     await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.stepsDone.includes('chargePayment'), 'the payment to be charged');
 
     await h.client.cancel(started.workflowId);
     const final = await h.client.result(started.workflowId);
 
-    expect(final).toMatchObject({ outcome: 'COMPLETED', stepsDone: ['chargePayment', 'reserveStock'], compensationsRun: [] });
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: ['chargePayment'] });
+    expect(final.compensationsRun).toEqual(['releaseStock', 'refundPayment', 'undoEntity']);
     const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'CHARGED' }]);
-    expect((await rowOf(started.intentKey))?.status).toBe('COMPLETED');
+    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1`, [started.workflowId]);
+    expect(held.rows).toEqual([]);
+    expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
   it('refuses bad input before starting anything', async () => {

@@ -47,7 +47,7 @@ describe('the production order type', () => {
     const t0 = Date.now();
 
     await orderSaga.writeWork?.(tx, smuggled, AbortSignal.timeout(100)).catch(() => undefined);
-    await orderSaga.handlers.chargePayment!(tx, { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: smuggled });
+    await orderSaga.handlers.chargePayment!(tx, { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: smuggled, signal: new AbortController().signal });
 
     expect(statements.filter((s) => /pg_sleep/.test(s))).toEqual([]);
     expect(Date.now() - t0).toBeLessThan(1000);
@@ -91,12 +91,27 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
 
   it('honours stepDelayMs in a step before its effect', async () => {
     const { tx, statements } = recordingTx();
-    const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 200 } } };
+    const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 200 } }, signal: new AbortController().signal };
     const t0 = Date.now();
 
     await orderSagaWithSimulations.handlers.chargePayment!(tx, ctx);
 
     expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
-    expect(statements.some((s) => s.includes('INSERT INTO payments'))).toBe(true);
+    // The delay is work in the transaction (never an idle one), then the effect.
+    expect(statements.some((s) => /pg_sleep/.test(s))).toBe(true);
+    expect(statements.at(-1)).toContain('INSERT INTO payments');
+  });
+
+  it('stops a slow step when its attempt is given up, before its effect', async () => {
+    const { tx, statements } = recordingTx();
+    const givenUp = new AbortController();
+    const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 60_000 } }, signal: givenUp.signal };
+
+    const charging = orderSagaWithSimulations.handlers.chargePayment!(tx, ctx);
+    await new Promise((r) => setTimeout(r, 20));
+    givenUp.abort(new Error('cancelled'));
+
+    await expect(charging).rejects.toThrow('cancelled');
+    expect(statements.some((s) => s.includes('INSERT INTO payments'))).toBe(false);
   });
 });

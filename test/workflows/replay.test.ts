@@ -10,20 +10,28 @@ const dir = path.join(__dirname, 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
 
 describe('recorded saga histories', () => {
-  it('include every saga shape: before the gate, started through the gate, and started by type', () => {
+  it('include every saga shape: before the gate, before steps heartbeated, started through the gate, and started by type', () => {
     expect(files.map((f) => f.replace(/\.json$/, '')).sort()).toEqual(
       expect.arrayContaining([
         // Recorded before the gate: these sagas reserved by themselves with their run id as the session.
         'legacy-compensated',
         'legacy-completed',
         'legacy-duplicate',
+        // Recorded before steps heartbeated (steps-heartbeat): they ran with no heartbeat timeout.
+        'pre-heartbeat-gate-cancelled',
+        'pre-heartbeat-gate-cancelled-after-steps',
+        'pre-heartbeat-gate-compensated',
+        'pre-heartbeat-gate-compensation-failed',
+        'pre-heartbeat-gate-completed',
+        'pre-heartbeat-gate-lease-expired',
+        'pre-heartbeat-by-type-completed',
         // Started by SagaClient with the gate's reservation.
         'gate-compensated',
         'gate-completed',
         'gate-lease-expired',
         // A refund refused: the saga keeps its entity (failed-compensation-keeps-entity).
         'gate-compensation-failed',
-        // Cancelled during its first step (it compensates) and during its last (forward-only-after-steps).
+        // Cancelled during its first step and during its last: the running step stops, the saga compensates.
         'gate-cancelled',
         'gate-cancelled-after-steps',
         // Started by a plain Temporal client with {type, idempotencyKey, data}.
