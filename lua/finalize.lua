@@ -12,10 +12,32 @@ Replies
                   retry after that (entity_exists already records this owner, or this bare token when
                   an earlier version wrote it)
   {'LOST'}        the caller does not hold the lease and the entity is not recorded as its own;
-                  nothing written ]]
+                  nothing written
+  {'FREED'}       entity_exists is the tombstone of the caller's token or a newer one (see free.lua):
+                  the caller's saga was undone, this is a late attempt; nothing written ]]
+
+-- a > b for decimal strings without leading zeros (any length; no float, no locale).
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return false
+end
 
 local processing, exists = KEYS[1], KEYS[2]
 local expected, token, existsTtlMs = ARGV[1], ARGV[2], ARGV[3]
+
+--[[ Never over a tombstone of our token or a newer one. The lease alone is not enough:
+       A: finalize attempt 1 (slow; given up)    the saga compensates: row COMPENSATED, free t1
+       A: finalize attempt 1 runs, lease still held (the release comes after the free)
+     marking now would bring the freed marker back: DUPLICATE for ever, with no entity. ]]
+local marker = redis.call('GET', exists)
+local freedToken = marker and string.match(marker, '^{freed}:([1-9]%d*)$')
+if freedToken and not greater(token, freedToken) then
+  return {'FREED'}
+end
 
 --[[ Check and write in one script. In two round trips a stale holder could mark the entity:
        A: GET processing -> A:t1      (A's lease ends)      B: reserve -> B:t2
@@ -31,7 +53,6 @@ if redis.call('GET', processing) == expected then
 end
 
 -- An activity retry after a finalize whose reply was lost: the marker is already ours.
-local marker = redis.call('GET', exists)
 if marker == expected or marker == token then
   return {'FINALIZED'}
 end

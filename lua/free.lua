@@ -6,9 +6,20 @@ ARGV[1]  the caller's token
 Replies
   {'FREED'}       entity_exists recorded this token (as <sessionId>:<token>, or bare); it now holds the
                   tombstone {freed}:<token>, with the marker's TTL, which reserve treats as absent
-  {'NOT_OWNER'}   entity_exists is a tombstone or records another token, left intact; or it is absent,
-                  and now holds the tombstone of this token (no TTL)
+  {'NOT_OWNER'}   entity_exists is a tombstone of this token or a newer one, or records another
+                  token, left intact; or it is absent or the tombstone of an older token, and now
+                  holds the tombstone of this token (no TTL)
 Needs Redis >= 6.0 (KEEPTTL). ]]
+
+-- a > b for decimal strings without leading zeros (any length; no float, no locale).
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return false
+end
 
 local exists = KEYS[1]
 
@@ -22,6 +33,15 @@ if not marker then
   -- Nothing to free (Redis lost it, or the saga never got as far), but a late read-repair of this
   -- token could still come: leave the tombstone that refuses it.
   redis.call('SET', exists, '{freed}:' .. ARGV[1])
+  return {'NOT_OWNER'}
+end
+--[[ An older saga's tombstone counts as absent (reserve treats it so): replace it with ours, or a
+     late finalize or repair of our token would find nothing to stop it (found by rms-model.test.ts):
+       A: created, freed: {freed}:tA          B: reserve tB; finalize given up; undo frees tB
+       B: late finalize, lease still held     sets entity_exists = tB: DUPLICATE with no entity ]]
+local olderFreed = string.match(marker, '^{freed}:([1-9]%d*)$')
+if olderFreed then
+  if greater(ARGV[1], olderFreed) then redis.call('SET', exists, '{freed}:' .. ARGV[1]) end
   return {'NOT_OWNER'}
 end
 local token = string.match(marker, '^([1-9]%d*)$') or string.match(marker, '^[^{:]+:([1-9]%d*)$')

@@ -165,6 +165,10 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
       const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      if (finalized.status === 'FREED') {
+        // A late attempt: the saga was undone meanwhile (the row's undo refuses a second REGISTERED).
+        throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
+      }
       if (finalized.status === 'LOST') {
         await markEntityExists({ rms, pool }, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionId: req.sessionId });
       }

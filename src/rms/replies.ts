@@ -44,7 +44,7 @@ export function toExtendResult(reply: unknown): ExtendResult {
 /** Maps the reply of `finalize.lua`. */
 export function toFinalizeResult(reply: unknown): FinalizeResult {
   const [status] = asArray('finalize', reply);
-  if (status === 'FINALIZED' || status === 'LOST') return { status };
+  if (status === 'FINALIZED' || status === 'LOST' || status === 'FREED') return { status };
   return unexpected('finalize', reply);
 }
 

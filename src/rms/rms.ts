@@ -101,6 +101,8 @@ export class Rms {
    * `entity_exists` records `<sessionId>:<fencingToken>` (with `existsTtlMs` when given, else without a TTL) and the
    * lease is deleted → `FINALIZED`. A retry after success finds its own token recorded → `FINALIZED`
    * again. Otherwise `LOST`, with nothing written: a holder whose lease expired never marks the entity.
+   * `FREED`, with nothing written, when the marker is the tombstone of this token or a newer one (the
+   * saga was undone before this late attempt ran, even if it still holds the lease).
    */
   async finalize(input: { intent: string; sessionId: string; fencingToken: string; existsTtlMs?: number }): Promise<FinalizeResult> {
     assertObject(input, 'input');

@@ -25,8 +25,12 @@ export interface EntityOwner {
 /** Outcome of `extend`: `EXTENDED` until the new `expiresAt` (epoch ms, server clock), or `LOST`. */
 export type ExtendResult = { status: 'EXTENDED'; expiresAt: number } | { status: 'LOST' };
 
-/** Outcome of `finalize`: `FINALIZED` (also on a retry after success) or `LOST` (nothing written). */
-export type FinalizeResult = { status: 'FINALIZED' } | { status: 'LOST' };
+/**
+ * Outcome of `finalize`: `FINALIZED` (also on a retry after success), `LOST` (nothing written), or
+ * `FREED` (nothing written: the marker is the tombstone of this token or a newer one, so the
+ * caller's saga was already undone and this is a late attempt).
+ */
+export type FinalizeResult = { status: 'FINALIZED' } | { status: 'LOST' } | { status: 'FREED' };
 
 /** Outcome of `release`: `RELEASED`, or `NOT_OWNER` when the lease is not the caller's (left intact). */
 export type ReleaseResult = { status: 'RELEASED' } | { status: 'NOT_OWNER' };

@@ -268,6 +268,43 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(await rms.inspect(intent)).toMatchObject({ exists: false, holder: { sessionId: 'session-a' } });
     });
 
+    it('by a holder whose saga was undone (freed) while it still held the lease is FREED and writes nothing', async ({ task }) => {
+      // A finalize attempt that outlived its timeout: its saga compensated (the row undone, the
+      // marker freed) before releasing the lease, and the late attempt runs in that gap.
+      const { rms, intent } = arrange(task.fullName);
+      const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      const input = { intent, sessionId: 'session-a', fencingToken: held.fencingToken };
+      await rms.free({ intent, fencingToken: held.fencingToken });
+
+      const late = await rms.finalize(input);
+
+      expect(late).toEqual({ status: 'FREED' });
+      expect(await rms.inspect(intent)).toMatchObject({ exists: false, freedToken: held.fencingToken, holder: { sessionId: 'session-a' } });
+      // The saga's own release then ends it: the intent is free for the next request.
+      await rms.release(input);
+      expect((await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS })).status).toBe('SUCCESS');
+    });
+
+    it('by a late holder whose free met the tombstone of an earlier saga is FREED too (the newer tombstone replaces the older)', async ({ task }) => {
+      // Found by rms-model.test.ts: saga A created and freed the intent (tombstone tA); saga B reserved
+      // (tB), its finalize was given up and its undo freed tB while it still held the lease.
+      const { rms, intent } = arrange(task.fullName);
+      const a = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      await rms.finalize({ intent, sessionId: 'session-a', fencingToken: a.fencingToken });
+      await rms.free({ intent, fencingToken: a.fencingToken });
+      const b = await reserveOk(rms, intent, 'session-b', LONG_LEASE_MS);
+      await rms.free({ intent, fencingToken: b.fencingToken });
+      expect((await rms.inspect(intent)).freedToken).toBe(b.fencingToken);
+
+      const late = await rms.finalize({ intent, sessionId: 'session-b', fencingToken: b.fencingToken });
+
+      expect(late).toEqual({ status: 'FREED' });
+      expect((await rms.inspect(intent)).exists).toBe(false);
+      // An older saga's free never replaces a newer tombstone.
+      await rms.free({ intent, fencingToken: a.fencingToken });
+      expect((await rms.inspect(intent)).freedToken).toBe(b.fencingToken);
+    });
+
     it('with existsTtlMs lets the marker lapse, after which the intent can be reserved again', async ({ task }) => {
       const { rms, intent } = arrange(task.fullName);
       const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);

@@ -1,8 +1,8 @@
 /**
  * A model-based test of the reservation pattern, "a net for the next ones": fast-check drives the
  * real RMS (Lua scripts on the run's Redis, under this test's own key prefix) and the real fenced
- * `orders` table (the run's PostgreSQL) through the application's own code, for six sagas (sessions)
- * over two intents at once: SagaClient's gate (`reserveIntent` in src/gate.ts), then the workflow's
+ * `orders` table (the run's PostgreSQL) through the application's own code, for twelve sagas (sessions)
+ * over two intents at once (six per intent: contention is the point): SagaClient's gate (`reserveIntent` in src/gate.ts), then the workflow's
  * activities (`reserveIntent` to confirm, `writeEntity`, `finalizeEntity`, `completeEntity`, and on
  * any failure `undoEntity`), run in the SDK's activity test environment. Nothing is faked: the code
  * gets the real Rms, table and pool, each wrapped so that every RMS or table call first waits until
@@ -18,11 +18,16 @@
  *   ever retried);
  * - step: the scheduler lets one parked call go;
  * - timeout: the workflow stops waiting for a running attempt (start-to-close timeout) and retries
- *   the activity or gives up on it; the attempt goes on as a zombie and may act late;
+ *   the activity or gives up on it; the attempt goes on as a zombie, a slow one: its calls wait for
+ *   a late command;
+ * - late: lets a zombie's waiting call go, however long after its saga moved on;
+ * - crash: a zombie's worker dies (SIGKILL): the attempt never takes another step;
  * - expireLease: the intent's `processing` key goes, as at the end of a lease;
  * - loseRedis: the intent's keys (processing, entity_exists, fence) go, as in a flush or a restart.
- * After the commands every attempt still in flight is let go, one call at a time; then the run's keys
- * and rows are deleted.
+ * arrive, timeout, late and crash pick among what they can act on (`waiting[k]`, `busy[k]`, `zombie[k]`:
+ * the k-th, modulo their number, in order), so few commands are wasted.
+ * After the commands every attempt still in flight (but a crashed one) is let go, one call at a time;
+ * then the run's keys and rows are deleted.
  *
  * The reference model follows every answer and checks, after every command and every call:
  * - oneEntity: at most one saga at a time has finalised the intent's entity and not undone it, and
@@ -35,17 +40,21 @@
  * - noResurrection: `entity_exists` names only the token of a live row, or of a row whose own undo
  *   is between its markCompensated and its free, or whose read-repair is between its write and the
  *   re-read that takes a stale marker back: a marker freed by its saga never comes back through a
- *   late read-repair or a late finalize. (It found one: a tombstone lost with Redis's data between an
- *   undo and a late repair; markEntityExists now reads the row again after writing.)
+ *   late read-repair or a late finalize. (It found three: a tombstone lost with Redis's data between
+ *   an undo and a late repair, so markEntityExists now reads the row again after writing; a late
+ *   finalize of a saga undone while it still held its lease, which marked over the tombstone, so
+ *   finalize.lua now answers FREED there; and a free that left an earlier saga's tombstone in place,
+ *   so the same late finalize found nothing to stop it, so free.lua now replaces an older tombstone.)
  * Each property is a test of its own over the same generated runs, so one that breaks fails alone;
  * each run reads only what its property needs.
  *
- * Seeded and bounded. RMS_MODEL_SEED (default 20261122), RMS_MODEL_RUNS (default 60 runs per
- * property), RMS_MODEL_COMMANDS (default 80 commands per run), RMS_MODEL_TIME_LIMIT_MS (no new run,
+ * Seeded and bounded. RMS_MODEL_SEED (default 20261122), RMS_MODEL_RUNS (default 40 runs per
+ * property), RMS_MODEL_COMMANDS (default at most 250 commands per run), RMS_MODEL_TIME_LIMIT_MS (no new run,
  * and so no further shrinking, after this; default max(30 s, 400 ms per run)). A longer hunt:
  *   RMS_MODEL_RUNS=2000 RMS_MODEL_SEED=7 npx vitest run --project integration test/integration/rms-model.test.ts
- * On failure fast-check prints the seed, the path and the shrunk counterexample: the order in which
- * the scheduler let the calls go, then the commands, then `replayPath`. Replay exactly that case with
+ * On failure fast-check prints the seed, the path and the shrunk counterexample (the scheduler's
+ * releases, the commands, then `replayPath`), and the violation with every call in the order it
+ * really went (a zombie's calls go at their `late` command, not when the scheduler released them). Replay exactly that case with
  * RMS_MODEL_SEED=<seed> RMS_MODEL_PATH=<path> RMS_MODEL_REPLAY_PATH=<replayPath> and RMS_MODEL_RUNS
  * above the path's first number.
  */
@@ -67,8 +76,8 @@ import { testConfig } from '../helpers/context';
 import { testPool } from '../helpers/db-fixtures';
 
 const SEED = envInt('RMS_MODEL_SEED', 20261122);
-const RUNS = envInt('RMS_MODEL_RUNS', 60);
-const MAX_COMMANDS = envInt('RMS_MODEL_COMMANDS', 80);
+const RUNS = envInt('RMS_MODEL_RUNS', 40);
+const MAX_COMMANDS = envInt('RMS_MODEL_COMMANDS', 250);
 const PATH = process.env.RMS_MODEL_PATH || undefined;
 const REPLAY_PATH = process.env.RMS_MODEL_REPLAY_PATH || undefined;
 /**
@@ -78,8 +87,8 @@ const REPLAY_PATH = process.env.RMS_MODEL_REPLAY_PATH || undefined;
 const TIME_LIMIT_MS = envInt('RMS_MODEL_TIME_LIMIT_MS', Math.max(30_000, RUNS * 400));
 
 const INTENTS = 2;
-const SAGAS_PER_INTENT = 3;
-/** Attempts in flight at once (current and zombie), so the pool always has a connection to spare. */
+const SAGAS_PER_INTENT = 6;
+/** No arrival and no timeout while this many attempts (current and zombie) are in flight. */
 const MAX_ATTEMPTS = 8;
 /** Leases never end by the clock within a run: expiry is the expireLease command. */
 const LEASE_MS = 60_000;
@@ -153,6 +162,10 @@ interface Attempt {
   token?: string;
   state: 'running' | 'parked' | 'done';
   zombie: boolean;
+  /** Set while a zombie's call waits for a `late` command: lets it go. */
+  late?: () => void;
+  /** The worker died: the attempt never goes on (at cleanup its waiting call fails, so it ends). */
+  crashed?: boolean;
   /** A transaction of this attempt may hold row locks: its calls run on, unparked, until it ends. */
   inTx: boolean;
   /** What the open transaction's writeFenced answered. */
@@ -204,6 +217,8 @@ class World {
   private readonly tableProxy: FencedTable;
   private readonly poolProxy: pg.Pool;
   private readonly violations: Violation[] = [];
+  /** Every call in the order it went, for the violation's message. */
+  private readonly trace: string[] = [];
   private nextAttempt = 1;
   private closing = false;
 
@@ -256,15 +271,33 @@ class World {
     await this.settle();
   }
 
+  /** A zombie's worker dies (SIGKILL): its waiting call never goes, and the attempt never ends. */
+  async crash(pick: number): Promise<void> {
+    const zombies = this.model.attempts.filter((a) => a.late !== undefined && !a.crashed);
+    const dead = zombies[pick % zombies.length]!;
+    dead.crashed = true;
+    this.trace.push(`crash: ${describeAttempt(dead)}`);
+    await this.settle();
+  }
+
+  /** Lets a zombie's waiting call go: the `pick`-th of them, modulo their number, oldest first. */
+  async late(pick: number): Promise<void> {
+    const zombies = this.model.attempts.filter((a) => a.late !== undefined && !a.crashed);
+    zombies[pick % zombies.length]!.late!();
+    await this.settle();
+  }
+
   /**
    * The workflow stops waiting for the saga's attempt: it retries the activity or gives up on it.
-   * Completing is never given up: once every step has succeeded the saga only goes forward.
+   * The reservation (the client's call, the workflow's local activity) is retried, and so is
+   * completing: once every step has succeeded the saga only goes forward.
    */
   async timeout(saga: Saga, retry: boolean): Promise<void> {
     const attempt = saga.attempt!;
     attempt.zombie = true;
     saga.attempt = undefined;
-    if (retry || attempt.activity === 'completeEntity') {
+    this.trace.push(`timeout: ${describeAttempt(attempt)}, ${retry ? 'retried' : 'given up'}`);
+    if (retry || ['gate', 'reserveIntent', 'completeEntity'].includes(attempt.activity)) {
       this.launch(saga, attempt.activity);
     } else {
       this.fail(saga, attempt.activity, 'TIMEOUT');
@@ -274,11 +307,13 @@ class World {
   }
 
   async expireLease(intent: number): Promise<void> {
+    this.trace.push(`expireLease(intent${intent})`);
     await this.env.redis.del(intentKeys(this.env.prefix, this.model.intents[intent]!.key).processing);
     await this.settle();
   }
 
   async loseRedis(intent: number): Promise<void> {
+    this.trace.push(`loseRedis(intent${intent})`);
     const keys = intentKeys(this.env.prefix, this.model.intents[intent]!.key);
     await this.env.redis.del(keys.processing, keys.entityExists, keys.fence);
     await this.settle();
@@ -286,14 +321,21 @@ class World {
 
   /** Lets every attempt still in flight finish, one call at a time, checking after each. */
   async drain(): Promise<void> {
-    while (this.s.count() > 0) await this.step();
+    for (;;) {
+      if (this.s.count() > 0) await this.step();
+      else if (this.model.attempts.some((a) => a.late !== undefined && !a.crashed)) await this.late(0);
+      else return;
+    }
   }
 
   /** Ends every attempt (a parked one fails at its next call), then removes the run's keys and rows. */
   async cleanup(): Promise<void> {
     this.closing = true;
-    for (let i = 0; i < 10_000 && this.s.count() > 0; i++) {
-      await this.s.waitNext(1);
+    for (let i = 0; i < 10_000; i++) {
+      const zombie = this.model.attempts.find((a) => a.late !== undefined);
+      if (zombie) zombie.late!();
+      else if (this.s.count() > 0) await this.s.waitNext(1);
+      else break;
       await this.waitQuiet().catch(() => undefined);
     }
     const keys = this.model.intents.flatMap((i) => {
@@ -440,17 +482,35 @@ class World {
     }
   }
 
-  /** Parks the calling attempt until the scheduler lets this call go. */
+  /**
+   * Parks the calling attempt until the scheduler lets this call go. A zombie is a slow attempt: its
+   * calls go only when a `late` command lets them (also one the scheduler let go after it turned
+   * into a zombie), so it can act long after its saga moved on.
+   */
   private async gate(call: string): Promise<Attempt> {
     const attempt = this.flow.getStore();
     if (!attempt) throw new Violation('harness', `${call} was called outside an attempt`);
-    if (attempt.inTx) return attempt;
-    attempt.state = 'parked';
-    await this.s.schedule(Promise.resolve(), `${describeAttempt(attempt)} ${call}`, undefined, async (go) => {
-      attempt.state = 'running';
-      await go();
-    });
-    if (this.closing) throw new Error('the run is over');
+    if (!attempt.inTx) {
+      attempt.state = 'parked';
+      if (!attempt.zombie) {
+        await this.s.schedule(Promise.resolve(), `${describeAttempt(attempt)} ${call}`, undefined, async (go) => {
+          attempt.state = 'running';
+          await go();
+        });
+      }
+      if (attempt.zombie && !this.closing) {
+        attempt.state = 'parked';
+        await new Promise<void>((resolve) => {
+          attempt.late = () => {
+            attempt.late = undefined;
+            attempt.state = 'running';
+            resolve();
+          };
+        });
+      }
+      if (this.closing) throw new Error('the run is over');
+    }
+    this.trace.push(`${describeAttempt(attempt)} ${call}`);
     return attempt;
   }
 
@@ -684,7 +744,8 @@ class World {
   }
 
   private violate(property: Property | 'harness', message: string): void {
-    this.violations.push(new Violation(property, message));
+    const calls = this.trace.length > 40 ? ['…', ...this.trace.slice(-40)] : this.trace;
+    this.violations.push(new Violation(property, `${message}\nthe calls, in the order they went:\n  ${calls.join('\n  ')}`));
   }
 
   private throwViolation(): void {
@@ -734,26 +795,34 @@ function rowOf(row: FencedRow | undefined): string {
 
 type Cmd = fc.AsyncCommand<Model, World>;
 
+/** The sagas a command may act on, in index order; a command picks `pick` modulo their number. */
+function eligible(m: Model, ok: (saga: Saga) => boolean): Saga[] {
+  return m.sagas.filter(ok);
+}
+const waiting = (saga: Saga) => saga.stage === 'new' && saga.attempt === undefined;
+const busy = (saga: Saga) => saga.attempt !== undefined;
+
 class ArriveCommand implements Cmd {
   constructor(
-    readonly saga: number,
+    readonly pick: number,
     readonly stepFails: boolean,
   ) {}
   check(m: Model): boolean {
-    const saga = m.sagas[this.saga]!;
-    return saga.stage === 'new' && saga.attempt === undefined && m.attempts.length < MAX_ATTEMPTS;
+    return eligible(m, waiting).length > 0 && m.attempts.length < MAX_ATTEMPTS;
   }
   async run(m: Model, w: World): Promise<void> {
-    await w.arrive(m.sagas[this.saga]!, this.stepFails);
+    const sagas = eligible(m, waiting);
+    await w.arrive(sagas[this.pick % sagas.length]!, this.stepFails);
   }
   toString(): string {
-    return `arrive(saga${this.saga}${this.stepFails ? ', a later step fails' : ''})`;
+    return `arrive(waiting[${this.pick}]${this.stepFails ? ', a later step fails' : ''})`;
   }
 }
 
 class StepCommand implements Cmd {
   check(m: Model): boolean {
-    return m.attempts.some((a) => a.state === 'parked');
+    // Parked at the scheduler: a zombie waiting for `late` is not.
+    return m.attempts.some((a) => a.state === 'parked' && a.late === undefined);
   }
   async run(_m: Model, w: World): Promise<void> {
     await w.step();
@@ -763,19 +832,46 @@ class StepCommand implements Cmd {
   }
 }
 
+class LateCommand implements Cmd {
+  constructor(readonly pick: number) {}
+  check(m: Model): boolean {
+    return m.attempts.some((a) => a.late !== undefined && !a.crashed);
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    await w.late(this.pick);
+  }
+  toString(): string {
+    return `late(zombie[${this.pick}])`;
+  }
+}
+
+class CrashCommand implements Cmd {
+  constructor(readonly pick: number) {}
+  check(m: Model): boolean {
+    return m.attempts.some((a) => a.late !== undefined && !a.crashed);
+  }
+  async run(_m: Model, w: World): Promise<void> {
+    await w.crash(this.pick);
+  }
+  toString(): string {
+    return `crash(zombie[${this.pick}])`;
+  }
+}
+
 class TimeoutCommand implements Cmd {
   constructor(
-    readonly saga: number,
+    readonly pick: number,
     readonly retry: boolean,
   ) {}
   check(m: Model): boolean {
-    return m.sagas[this.saga]!.attempt !== undefined && m.attempts.length < MAX_ATTEMPTS;
+    return eligible(m, busy).length > 0 && m.attempts.length < MAX_ATTEMPTS;
   }
   async run(m: Model, w: World): Promise<void> {
-    await w.timeout(m.sagas[this.saga]!, this.retry);
+    const sagas = eligible(m, busy);
+    await w.timeout(sagas[this.pick % sagas.length]!, this.retry);
   }
   toString(): string {
-    return `timeout(saga${this.saga}, ${this.retry ? 'retry' : 'give up'})`;
+    return `timeout(busy[${this.pick}], ${this.retry ? 'retry' : 'give up'})`;
   }
 }
 
@@ -805,15 +901,17 @@ class LoseRedisCommand implements Cmd {
   }
 }
 
-const sagaIndex = fc.nat({ max: INTENTS * SAGAS_PER_INTENT - 1 });
+const sagaPick = fc.nat({ max: INTENTS * SAGAS_PER_INTENT - 1 });
 const intentIndex = fc.nat({ max: INTENTS - 1 });
 const commands = fc.commands(
   [
     fc.oneof(
       { weight: 12, arbitrary: fc.constant(new StepCommand()) },
-      { weight: 2, arbitrary: fc.tuple(sagaIndex, fc.boolean()).map(([s, f]) => new ArriveCommand(s, f)) },
+      { weight: 2, arbitrary: fc.tuple(sagaPick, fc.boolean()).map(([s, f]) => new ArriveCommand(s, f)) },
       // Often: a timed-out attempt that goes on as a zombie is where late writes come from.
-      { weight: 5, arbitrary: fc.tuple(sagaIndex, fc.boolean()).map(([s, r]) => new TimeoutCommand(s, r)) },
+      { weight: 5, arbitrary: fc.tuple(sagaPick, fc.boolean()).map(([s, r]) => new TimeoutCommand(s, r)) },
+      { weight: 3, arbitrary: fc.nat({ max: MAX_ATTEMPTS - 1 }).map((k) => new LateCommand(k)) },
+      { weight: 1, arbitrary: fc.nat({ max: MAX_ATTEMPTS - 1 }).map((k) => new CrashCommand(k)) },
       { weight: 1, arbitrary: intentIndex.map((i) => new ExpireLeaseCommand(i)) },
       { weight: 1, arbitrary: intentIndex.map((i) => new LoseRedisCommand(i)) },
     ),
@@ -826,8 +924,10 @@ const commands = fc.commands(
 let redis: Redis | Cluster;
 let pool: pg.Pool;
 beforeAll(() => {
-  redis = createRedis(testConfig('rms model').redis);
-  pool = testPool(4 + 2 * MAX_ATTEMPTS);
+  // A generous deadline: a saturated test machine must not turn a slow reply into a failed run.
+  redis = createRedis(testConfig('rms model', { REDIS_COMMAND_TIMEOUT_MS: '15000' }).redis);
+  // Every saga's attempt and every zombie may hold a connection at once (a transaction begun, parked).
+  pool = testPool(4 + INTENTS * SAGAS_PER_INTENT + MAX_ATTEMPTS);
 });
 afterAll(async () => {
   redis?.disconnect();

@@ -39,6 +39,7 @@ describe('reply mapping', () => {
     expect(toExtendResult(['LOST'])).toEqual({ status: 'LOST' });
     expect(toFinalizeResult(['FINALIZED'])).toEqual({ status: 'FINALIZED' });
     expect(toFinalizeResult(['LOST'])).toEqual({ status: 'LOST' });
+    expect(toFinalizeResult(['FREED'])).toEqual({ status: 'FREED' });
     expect(toReleaseResult(['RELEASED'])).toEqual({ status: 'RELEASED' });
     expect(toReleaseResult(['NOT_OWNER'])).toEqual({ status: 'NOT_OWNER' });
     expect(toFreeResult(['FREED'])).toEqual({ status: 'FREED' });
