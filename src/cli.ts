@@ -1,6 +1,8 @@
 /**
  * The `saga` command line. Every command prints JSON with --json; exit codes are listed in EXIT.
  */
+import { createReadStream } from 'node:fs';
+import { once } from 'node:events';
 import { Command, CommanderError, Option } from 'commander';
 import { loadConfigOrExit, type Config } from './config';
 import { SagaClient, type StartedSaga } from './client';
@@ -30,12 +32,49 @@ export const EXIT = {
 
 class UsageError extends Error {}
 
-function parseJson(text: string): unknown {
+/** Largest --data read from a file or stdin (the schemas refuse far less; this bounds the read). */
+const MAX_DATA_BYTES = 1024 * 1024;
+
+/**
+ * The saga input named by --data: JSON in the argument itself, `@<path>` for a file, or `-` for
+ * standard input. The last two keep sensitive data (a card number) out of shell history and `ps`.
+ */
+async function readData(arg: string): Promise<unknown> {
+  let text = arg;
+  let source = '--data';
+  if (arg === '-') {
+    source = '--data - (stdin)';
+    text = await readBounded(process.stdin, source);
+  } else if (arg.startsWith('@')) {
+    const file = arg.slice(1);
+    source = `--data @${file}`;
+    if (file === '') throw new UsageError('--data @ needs a file name: --data @order.json');
+    let stream;
+    try {
+      stream = createReadStream(file);
+      await once(stream, 'open');
+    } catch (err) {
+      throw new UsageError(`${source}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    text = await readBounded(stream, source);
+  }
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new UsageError(`--data is not valid JSON: ${(err as Error).message}`);
+    throw new UsageError(`${source} is not valid JSON: ${(err as Error).message}`);
   }
+}
+
+async function readBounded(stream: NodeJS.ReadableStream, source: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+    size += buf.length;
+    if (size > MAX_DATA_BYTES) throw new UsageError(`${source}: more than ${MAX_DATA_BYTES} bytes`);
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function print(value: unknown, json: boolean, human: () => string): void {
@@ -109,12 +148,12 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .command('start')
     .description('start a saga; prints its reservation answer (SUCCESS, DUPLICATE or CONFLICT)')
     .requiredOption('--type <type>', 'saga type, e.g. order')
-    .requiredOption('--data <json>', 'the saga input as JSON')
+    .requiredOption('--data <json>', 'the saga input: JSON, @file.json, or - for stdin (keeps secrets out of shell history)')
     .option('--idempotency-key <key>', 'the caller\'s idempotency key (default: a new UUID)')
     .option('--wait', 'wait for the saga to end and include its final state')
     .option('--json', 'print JSON')
     .action(async (opts: { type: string; data: string; idempotencyKey?: string; wait?: boolean; json?: boolean }) => {
-      const data = parseJson(opts.data);
+      const data = await readData(opts.data);
       await withClient(async (client) => {
         const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey });
         const r = started.reservation;
@@ -202,10 +241,10 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .command('intent')
     .description('the RMS reservation and the PostgreSQL row of an intent')
     .requiredOption('--type <type>', 'saga type, e.g. order')
-    .requiredOption('--data <json>', 'the saga input as JSON')
+    .requiredOption('--data <json>', 'the saga input: JSON, @file.json, or - for stdin')
     .option('--json', 'print JSON')
     .action(async (opts: { type: string; data: string; json?: boolean }) => {
-      const data = parseJson(opts.data);
+      const data = await readData(opts.data);
       const cfg = config();
       const types = sagaTypesFor(cfg);
       const def = sagaDefinition(opts.type, types);

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,10 +18,12 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Runs `saga ...args`; returns its exit code, stdout and stderr. */
-async function saga(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs `saga ...args` (with `stdin` on its standard input, if given); returns its exit code, stdout and stderr. */
+async function saga(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const run = promisify(execFile)(SAGA, args, { env: { ...envOf(h.config), ...env } });
+  if (stdin !== undefined) run.child.stdin!.end(stdin);
   try {
-    const { stdout, stderr } = await promisify(execFile)(SAGA, args, { env: { ...envOf(h.config), ...env } });
+    const { stdout, stderr } = await run;
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -49,6 +53,27 @@ describe('saga CLI', () => {
     expect(out.final).toMatchObject({ outcome: 'COMPLETED' });
     expect(second.code).toBe(EXIT.DUPLICATE);
     expect(json<Started>(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+  });
+
+  it('start reads --data from a file (@path) or from stdin (-), so a card number stays out of the command line', async () => {
+    const data = JSON.stringify(order());
+    const dir = mkdtempSync(path.join(tmpdir(), 'saga-cli-'));
+    const file = path.join(dir, 'order.json');
+    writeFileSync(file, data);
+    try {
+      const fromFile = await saga(['start', '--type', 'order', '--data', `@${file}`, '--idempotency-key', `file-${Date.now()}`, '--json']);
+      const fromStdin = await saga(['start', '--type', 'order', '--data', '-', '--json'], {}, data);
+
+      expect(fromFile.code).toBe(EXIT.OK);
+      const started = json<Started>(fromFile.stdout);
+      expect(started.reservation.status).toBe('SUCCESS');
+      await h.client.result(started.workflowId);
+      // The same cart from stdin is the same intent: DUPLICATE.
+      expect(fromStdin.code).toBe(EXIT.DUPLICATE);
+      expect(json<Started>(fromStdin.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('exits 4 with retryAfterMs on CONFLICT while another saga holds the intent', async () => {
@@ -96,6 +121,8 @@ describe('saga CLI', () => {
   it.each([
     ['an unknown type', ['start', '--type', 'nope', '--data', '{}'], /unknown saga type "nope"/],
     ['invalid JSON', ['start', '--type', 'order', '--data', '{not json'], /--data is not valid JSON/],
+    ['a missing data file', ['start', '--type', 'order', '--data', '@/nonexistent/order.json'], /--data @\/nonexistent\/order.json: cannot read the file \(ENOENT\)/],
+    ['a data file name left out', ['start', '--type', 'order', '--data', '@'], /--data @ needs a file name/],
     ['a schema violation', ['start', '--type', 'order', '--data', '{"customer":"a","items":[],"payment":{"card":"1"}}'], /invalid order input at items/],
     ['an oversized payload', ['start', '--type', 'order', '--data', JSON.stringify({ customer: 'x'.repeat(70_000) })], /at most 65536 are accepted/],
     ['an unknown command', ['launch'], /unknown command 'launch'/],
