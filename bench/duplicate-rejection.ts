@@ -36,7 +36,7 @@ export async function duplicateRejection({ config, sizes, progress }: BenchConte
    */
   const round = (submit: (caller: number, intent: string) => Promise<true | number>) => async () => {
     const nonce = randomBytes(6).toString('hex');
-    const intents = Array.from({ length: intentsPerRound }, (_, i) => intentKey('order', { bench: nonce, i }));
+    const intents = Array.from({ length: intentsPerRound }, (_, i) => intentKey('order', { bench: nonce, i }, randomBytes(32)));
     const latencies = new Float64Array(clients * intentsPerRound);
     let rejections = 0;
     let created = 0;

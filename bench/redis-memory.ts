@@ -53,7 +53,7 @@ export async function redisMemory({ config, sizes, progress }: BenchContext): Pr
     for (let round = 0; round < rounds; round++) {
       const label = `redis-memory round ${round + 1}/${rounds}`;
       const nonce = randomBytes(6).toString('hex');
-      const intents = Array.from({ length: count }, (_, i) => intentKey('order', { bench: nonce, i }));
+      const intents = Array.from({ length: count }, (_, i) => intentKey('order', { bench: nonce, i }, randomBytes(32)));
       // A saga's session id is the digest of its workflow id (sagaSessionId), as the gate takes it.
       const sessions = intents.map(() => sagaSessionId('default', `order-${randomUUID()}`));
       const tokens: string[] = new Array<string>(count);

@@ -18,6 +18,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { SagaClient } from '../src/client';
 import { loadConfigOrExit, type Config } from '../src/config';
+import { devSecretsPath, withDevSecrets } from './dev-secrets';
 import { Rms } from '../src/rms';
 import { createRedis } from '../src/rms/connection';
 import { formatTable, gateReport } from './demo/report';
@@ -64,6 +65,9 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
   const env: string[] = [];
   if (config.temporal.address !== '127.0.0.1:7233') env.push(`export TEMPORAL_ADDRESS=${config.temporal.address}`);
   if (config.temporal.uiUrl !== 'http://127.0.0.1:8233') env.push(`export TEMPORAL_UI_URL=${config.temporal.uiUrl}`);
+  // bin/saga needs the worker's secrets: the development ones of this checkout.
+  const secrets = path.relative(ROOT, devSecretsPath(dataDir));
+  env.push(`set -a; . ${secrets.startsWith('..') ? devSecretsPath(dataDir) : secrets}; set +a`);
   const byId = (id: string) => rows.find((r) => r.id === id);
   const compensated = byId('short-stock')?.workflowId ?? '<workflow id>';
   const ui = `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}/workflows`;
@@ -92,10 +96,13 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
-  const env = demoEnv(process.env);
-  const config = loadConfigOrExit(env);
-  const dataDir = env.TEMPORAL_DEV_DATA_DIR ?? path.join(ROOT, '.data');
+  const base = demoEnv(process.env);
+  const dataDir = base.TEMPORAL_DEV_DATA_DIR ?? path.join(ROOT, '.data');
   mkdirSync(dataDir, { recursive: true });
+  // The development secrets of this checkout (made on first use), unless the environment sets its own.
+  const { env, made } = withDevSecrets(base, dataDir);
+  if (made.length > 0) say(`made development secrets (${made.join(', ')}) in ${devSecretsPath(dataDir)}: for this checkout only`);
+  const config = loadConfigOrExit(env);
 
   let stack: DevStack | undefined;
   let worker: WorkerProcess | undefined;

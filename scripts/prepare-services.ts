@@ -1,10 +1,13 @@
 /**
  * Checks that Redis and PostgreSQL answer (one clear line naming the URL if not), creates the
- * database when missing and applies pending migrations. Used by `make dev` and `make demo`.
+ * database when missing and applies pending migrations, and makes the development secrets in the
+ * data folder when missing (scripts/dev-secrets.ts). Used by `make dev` and `make demo`.
  */
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import { loadConfigOrExit } from '../src/config';
 import { ensureDatabase, migrate } from '../src/db/migrate';
+import { devSecretsPath, ensureDevSecrets } from './dev-secrets';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -24,6 +27,11 @@ async function main(): Promise<void> {
   }
   const applied = await migrate(config.db.url, (line) => console.error(line));
   console.log(applied.length ? `prepare: applied migrations ${applied.join(', ')}` : 'prepare: database schema up to date');
+  const dataDir = process.env.TEMPORAL_DEV_DATA_DIR ?? path.join(__dirname, '..', '.data');
+  const { made } = ensureDevSecrets(dataDir);
+  if (made.length > 0) {
+    console.log(`prepare: made development secrets (${made.join(', ')}) in ${devSecretsPath(dataDir)}; for a worker or bin/saga by hand: set -a; . ${devSecretsPath(dataDir)}; set +a`);
+  }
 }
 
 function redact(url: string): string {

@@ -9,7 +9,7 @@
  *   npx tsx scripts/record-histories.ts
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -23,7 +23,8 @@ const DIR = path.join(__dirname, '../test/workflows/histories');
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
   // Simulations on: the cancelled shapes need a step slow enough to cancel during it.
-  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}`, SAGA_SIMULATIONS: 'true' };
+  // A secret of the recording's own: replay reads the plan from history and never makes a key.
+  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}`, SAGA_SIMULATIONS: 'true', INTENT_KEY_SECRET: randomBytes(32).toString('base64') };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
   const client = await SagaClient.connect(config);
   // A lease that ends before the worker starts: the saga has to reserve again.

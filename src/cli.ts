@@ -4,7 +4,7 @@
 import { createReadStream } from 'node:fs';
 import { once } from 'node:events';
 import { Command, CommanderError, Option } from 'commander';
-import { loadConfigOrExit, type Config } from './config';
+import { ConfigError, loadConfigOrExit, requireIntentSecret, type Config } from './config';
 import { SagaClient, type StartedSaga } from './client';
 import { createPool } from './db/pool';
 import { Rms } from './rms';
@@ -248,7 +248,7 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
       const cfg = config();
       const types = sagaTypesFor(cfg);
       const def = sagaDefinition(opts.type, types);
-      const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 }, types });
+      const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 }, types, intentSecret: requireIntentSecret(cfg) });
       const redis = createRedis(cfg.redis);
       const pool = createPool(cfg.db);
       try {
@@ -285,6 +285,10 @@ export async function run(argv: string[]): Promise<number> {
     if (err instanceof UsageError || err instanceof SagaInputError) {
       process.stderr.write(`saga: ${err.message}\n`);
       return EXIT.USAGE;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      return EXIT.CONFIG;
     }
     process.stderr.write(`saga: ${err instanceof Error ? err.message : String(err)}\n`);
     return EXIT.ERROR;

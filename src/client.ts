@@ -12,7 +12,7 @@ import {
 } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import type { Config } from './config';
+import { requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { reserveIntent, type GateAnswer } from './gate';
 import { Rms } from './rms';
@@ -55,6 +55,8 @@ export interface SagaClientOptions {
   timings: SagaTimings;
   /** The saga types accepted (the workers' own). @default the project's (`sagaTypes`) */
   types?: SagaTypes;
+  /** The intent-key secret, the workers' own (INTENT_KEY_SECRET). */
+  intentSecret: Uint8Array;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -120,6 +122,7 @@ export class SagaClient {
    * saga types (`sagaTypesFor(config)`); {@link close} closes what it opened.
    */
   static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
+    const intentSecret = requireIntentSecret(config);
     const connection: Connection = await connectClient(config.temporal);
     const redis: Redis | Cluster = createRedis(config.redis);
     const pool = createPool(config.db);
@@ -133,6 +136,7 @@ export class SagaClient {
         uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
         timings: { ...config.saga, compensationAttempts },
         types: sagaTypesFor(config),
+        intentSecret,
       },
       async () => {
         await Promise.allSettled([connection.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);
@@ -162,7 +166,7 @@ export class SagaClient {
 
   /** Validates a request without starting anything (SagaInputError when it is bad). */
   prepare(type: string, data: unknown, idempotencyKey?: string): SagaInput {
-    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings, types: this.#options.types });
+    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings, types: this.#options.types, intentSecret: this.#options.intentSecret });
   }
 
   /**

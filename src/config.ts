@@ -110,7 +110,16 @@ const envSchema = z.object({
    * Only tests and the demo turn it on; in production an order with `simulate` is refused. @default false
    */
   SAGA_SIMULATIONS: flag,
+  /**
+   * The secret of the intent keys (HMAC-SHA-256), base64 of at least 32 random bytes (`openssl rand
+   * -base64 32`); the same on every client and worker. Required by every process that reserves or
+   * plans sagas; never logged. Changing it starts a new key space (see the README's deployment notes).
+   */
+  INTENT_KEY_SECRET: optionalText,
 });
+
+/** Variables whose values are secrets: a message about them never shows the value. */
+const SECRET_VARIABLES: ReadonlySet<string> = new Set(['INTENT_KEY_SECRET']);
 
 /** The validated configuration. */
 export interface Config {
@@ -132,6 +141,8 @@ export interface Config {
    * of one task queue.
    */
   simulations: boolean;
+  /** Secrets, when set (see {@link requireIntentSecret}). */
+  secrets: { intentKey?: Buffer };
 }
 
 /** The names of every environment variable read by {@link loadConfig}. */
@@ -147,9 +158,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(redact(env[variable] ?? ''))})`);
+    const shown = SECRET_VARIABLES.has(variable) ? 'a value not shown' : JSON.stringify(redact(env[variable] ?? ''));
+    throw new ConfigError(variable, `${issue.message} (got ${shown})`);
   }
   const e = parsed.data;
+  const intentSecret = e.INTENT_KEY_SECRET === undefined ? undefined : decodeSecret('INTENT_KEY_SECRET', e.INTENT_KEY_SECRET, 32);
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
   if (!(e.HEARTBEAT_INTERVAL_MS < e.HEARTBEAT_TIMEOUT_MS)) {
@@ -201,7 +214,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
     simulations: e.SAGA_SIMULATIONS,
+    secrets: { intentKey: intentSecret },
   };
+}
+
+/** A secret given as base64 (or base64url) of at least `minBytes` bytes; the message never shows it. */
+function decodeSecret(variable: string, value: string, minBytes: number): Buffer {
+  const text = value.trim();
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) {
+    throw new ConfigError(variable, `must be base64 of at least ${minBytes} random bytes, e.g. from \`openssl rand -base64 ${minBytes}\` (the value given is not base64; it is not shown)`);
+  }
+  const bytes = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+  if (bytes.length < minBytes) {
+    throw new ConfigError(variable, `must be base64 of at least ${minBytes} random bytes, e.g. from \`openssl rand -base64 ${minBytes}\` (the value given holds ${bytes.length}; it is not shown)`);
+  }
+  return bytes;
+}
+
+/**
+ * The intent-key secret of `config`, for a process that reserves or plans sagas (a client, a worker,
+ * the CLI): a missing secret is a start-up error naming INTENT_KEY_SECRET, never a key made without it.
+ * @throws ConfigError when INTENT_KEY_SECRET is not set.
+ */
+export function requireIntentSecret(config: Config): Buffer {
+  const secret = config.secrets.intentKey;
+  if (!secret) {
+    throw new ConfigError(
+      'INTENT_KEY_SECRET',
+      'is not set: every client and worker needs the same secret for the intent keys (base64 of 32 random bytes, e.g. `openssl rand -base64 32`; `make dev` writes a development one to .data/dev.env)',
+    );
+  }
+  return secret;
 }
 
 /** A value as it may be shown in an error: a URL's password masked (even in a malformed URL). */
@@ -216,7 +259,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations } = config;
+  const { temporal, redis, db, saga, simulations, secrets } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -241,6 +284,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
     SAGA_SIMULATIONS: simulations ? 'true' : 'false',
+    INTENT_KEY_SECRET: secrets.intentKey?.toString('base64') ?? '',
   };
 }
 

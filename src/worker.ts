@@ -8,7 +8,7 @@ import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/w
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
-import { loadConfigOrExit, type Config } from './config';
+import { ConfigError, loadConfigOrExit, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
@@ -47,6 +47,7 @@ export interface AppWorker {
 /** Creates the clients and the Worker. Run it with `worker.run()` or `worker.runUntil()`, then `close()`. */
 export async function createWorker(options: StartWorkerOptions): Promise<AppWorker> {
   const { config } = options;
+  const intentSecret = requireIntentSecret(config);
   const redis = createRedis(config.redis);
   const pool = createPool(config.db);
   const ownConnection = options.connection === undefined;
@@ -74,6 +75,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         keyPrefix: config.redis.keyPrefix,
         timings: { ...config.saga, compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS },
         types: options.sagaTypes ?? sagaTypesFor(config),
+        intentSecret,
       }),
       shutdownGraceTime: '10 seconds',
       ...workflowSource,
@@ -103,6 +105,10 @@ async function main(): Promise<void> {
 
 if (require.main === module) {
   main().catch((err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(78);
+    }
     process.stderr.write(`worker: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   });

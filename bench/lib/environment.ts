@@ -127,6 +127,8 @@ export async function startServices(progress: Progress): Promise<Services> {
       TEMPORAL_TASK_QUEUE: `bench-${runId}`,
       DATABASE_URL: databaseUrl.toString(),
       REDIS_KEY_PREFIX: redisPrefix,
+      // The run's own intent-key secret (its worker processes get it through configEnv).
+      INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
     });
     return { config, redisPrefix, temporalCli, close };
   } catch (err) {

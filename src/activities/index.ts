@@ -20,6 +20,8 @@ export interface ActivityDeps {
   timings: SagaTimings;
   /** The saga types the worker runs. @default the project's */
   types?: SagaTypes;
+  /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
+  intentSecret: Uint8Array;
 }
 
 /** Builds every activity the worker registers. */

@@ -29,6 +29,8 @@ export interface SagaActivityDeps {
   timings: SagaTimings;
   /** The saga types this worker runs. @default the project's (`sagaTypes`) */
   types?: SagaTypes;
+  /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
+  intentSecret: Uint8Array;
 }
 
 /** The holder of a reservation. */
@@ -61,7 +63,7 @@ function refuseInput(err: unknown): never {
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: SagaActivityDeps) {
+export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret }: SagaActivityDeps) {
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
     try {
@@ -86,7 +88,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes }: 
      */
     async planSaga(req: { workflowId: string; namespace: string; start: unknown }): Promise<SagaPlan> {
       try {
-        return planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types });
+        return planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types, intentSecret });
       } catch (err) {
         refuseInput(err);
       }

@@ -4,7 +4,7 @@
  */
 export { createRedis, type RedisOptions } from './connection';
 export { RmsError, RmsReplyError, RmsUnavailableError, RmsValidationError, isRedisUnavailable } from './errors';
-export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, canonicalJson, intentKey } from './intent-key';
+export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, intentKey } from './intent-key';
 export { intentKeys, type IntentKeys } from './keys';
 export { Rms } from './rms';
 export type {

@@ -1,8 +1,9 @@
 /**
- * Intent keys: what makes a created thing unique, as `<scope>:<base64url SHA-256 of canonical JSON>`.
- * Raw intent data (often personal data) never becomes a Redis key; only its digest does.
+ * Intent keys: what makes a created thing unique, as `<scope>:<base64url HMAC-SHA-256 of canonical
+ * JSON>` under a secret. Raw intent data (often personal data) never becomes a Redis key; only its
+ * keyed digest does, which a dictionary of customers and carts cannot reverse without the secret.
  */
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { RmsValidationError } from './errors';
 import { SCOPE_PATTERN, preview } from './validation';
 
@@ -34,18 +35,26 @@ export function canonicalJson(data: unknown): string {
   return writer.result();
 }
 
+/** Fewest bytes of an intent secret: the HMAC's own key length (SHA-256 output). */
+export const MIN_INTENT_SECRET_BYTES = 32;
+
 /**
- * The intent key of `data` in `scope`: `<scope>:<base64url SHA-256 of canonicalJson(data)>`. Equal
- * data in any key order gives the same key.
+ * The intent key of `data` in `scope` under `secret`: `<scope>:<base64url HMAC-SHA-256(secret,
+ * canonicalJson(data))>`. Equal data in any key order gives the same key; every process that
+ * reserves or plans the same sagas (clients and workers) must hold the same secret.
  *
- * @throws RmsValidationError (field `scope`) when the scope does not match {@link SCOPE_PATTERN}, or
- *   (field `data`) when {@link canonicalJson} refuses the data.
+ * @throws RmsValidationError (field `scope`) when the scope does not match {@link SCOPE_PATTERN},
+ *   (field `data`) when {@link canonicalJson} refuses the data, or (field `secret`) when the secret is
+ *   shorter than {@link MIN_INTENT_SECRET_BYTES}.
  */
-export function intentKey(scope: string, data: unknown): string {
+export function intentKey(scope: string, data: unknown, secret: Uint8Array): string {
   if (typeof scope !== 'string' || !SCOPE_PATTERN.test(scope)) {
     throw new RmsValidationError('scope', `must match ${String(SCOPE_PATTERN)} (got ${preview(scope)})`);
   }
-  const digest = createHash('sha256').update(canonicalJson(data), 'utf8').digest('base64url');
+  if (!(secret instanceof Uint8Array) || secret.length < MIN_INTENT_SECRET_BYTES) {
+    throw new RmsValidationError('secret', `must be at least ${MIN_INTENT_SECRET_BYTES} bytes`);
+  }
+  const digest = createHmac('sha256', secret).update(canonicalJson(data), 'utf8').digest('base64url');
   return `${scope}:${digest}`;
 }
 

@@ -151,7 +151,7 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings; types?: SagaTypes },
+  options: { idempotencyKey?: string; timings: SagaTimings; types?: SagaTypes; intentSecret: Uint8Array },
 ): SagaInput {
   const def = sagaDefinition(type, options.types);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
@@ -164,7 +164,7 @@ export function prepareSaga(
   const payload = parseSagaData(def, data);
   let key: string;
   try {
-    key = intentKey(def.scope, def.intent(payload));
+    key = intentKey(def.scope, def.intent(payload), options.intentSecret);
   } catch (err) {
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
     throw err;
@@ -240,7 +240,10 @@ const sagaStartSchema = z
  * one the type and key name, and a reservation must be this saga's session's.
  * @throws SagaInputError naming the problem.
  */
-export function planSaga(start: unknown, ctx: { workflowId: string; namespace: string; timings: SagaTimings; types?: SagaTypes }): SagaPlan {
+export function planSaga(
+  start: unknown,
+  ctx: { workflowId: string; namespace: string; timings: SagaTimings; types?: SagaTypes; intentSecret: Uint8Array },
+): SagaPlan {
   if (typeof start !== 'object' || start === null || Array.isArray(start)) {
     throw new SagaInputError('the saga input must be an object {type, idempotencyKey, data}', ErrorType.INVALID_INPUT);
   }
@@ -271,7 +274,7 @@ export function planSaga(start: unknown, ctx: { workflowId: string; namespace: s
     const issue = timingsParsed.error.issues[0]!;
     throw new SagaInputError(`invalid saga timings${issue.path.length ? ` at ${issue.path.join('.')}` : ''}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types });
+  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types, intentSecret: ctx.intentSecret });
   const expected = sagaWorkflowId(type, idempotencyKey);
   if (ctx.workflowId !== expected) {
     throw new SagaInputError(

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config';
+import { TEST_INTENT_SECRET } from './secrets';
 
 /** A config for one test: the run's services, a task queue and a key prefix of the test's own. */
 export function testConfig(testName: string, overrides: NodeJS.ProcessEnv = {}): Config {
@@ -16,6 +17,7 @@ export function testConfig(testName: string, overrides: NodeJS.ProcessEnv = {}):
     DATABASE_URL: inject('databaseUrl'),
     REDIS_URL: inject('redisUrl'),
     REDIS_KEY_PREFIX: `${inject('runPrefix')}${digest}:`,
+    INTENT_KEY_SECRET: TEST_INTENT_SECRET.toString('base64'),
     ...overrides,
   });
 }

@@ -10,7 +10,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { inject } from 'vitest';
 import { SagaClient } from '../../src/client';
-import type { Config } from '../../src/config';
+import { requireIntentSecret, type Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
@@ -72,6 +72,7 @@ export async function startHarness(
       uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
       timings: { ...config.saga, compensationAttempts: 2, ...timings },
       types,
+      intentSecret: requireIntentSecret(config),
     });
   return {
     config,

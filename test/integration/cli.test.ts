@@ -138,6 +138,17 @@ describe('saga CLI', () => {
     expect(await h.client.list({ limit: 1000 })).toHaveLength(before.length);
   });
 
+  it('exits 78 naming INTENT_KEY_SECRET when it is missing, and starts nothing', async () => {
+    const before = await h.client.list({ limit: 1000 });
+
+    const r = await saga(['start', '--type', 'order', '--data', JSON.stringify(order())], { INTENT_KEY_SECRET: '' });
+
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^configuration error: INTENT_KEY_SECRET: is not set/);
+    expect(await h.client.list({ limit: 1000 })).toHaveLength(before.length);
+  });
+
   it('exits 78 with one line on a configuration error', async () => {
     const r = await saga(['list'], { REDIS_URL: 'nonsense' });
 

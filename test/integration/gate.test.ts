@@ -22,6 +22,7 @@ import { sagaSessionId } from '../../src/sagas';
 import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 let h: SagaHarness;
 beforeAll(async () => {
@@ -62,6 +63,7 @@ const clientOptions = () => ({
   taskQueue: h.config.temporal.taskQueue,
   uiUrl: '',
   timings: { ...h.config.saga, compensationAttempts: 2 },
+  intentSecret: TEST_INTENT_SECRET,
 });
 
 const intentOf = (data: unknown) => h.client.prepare('order', data).intentKey;

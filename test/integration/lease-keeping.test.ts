@@ -14,6 +14,7 @@ import { Rms, createRedis, intentKey } from '../../src/rms';
 import { orderSaga, sagaTypes } from '../../src/sagas';
 import { testConfig } from '../helpers/context';
 import { eventually, order } from '../helpers/saga-harness';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const config = testConfig('lease keeping');
 const timings = { leaseMs: 600, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 400, compensationAttempts: 1 };
@@ -30,9 +31,9 @@ afterAll(() => {
 it('lets the lease expire when PostgreSQL cannot be reached for the write: no timer outlives the attempt', async () => {
   // PostgreSQL out of reach for this worker: connect() fails after its timeout.
   const unreachable = createPool({ ...config.db, url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMs: 300 });
-  const activities = createSagaActivities({ rms, pool: unreachable, timings, types: sagaTypes });
+  const activities = createSagaActivities({ rms, pool: unreachable, timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes });
   const input = orderSaga.schema.parse(order());
-  const intent = intentKey(orderSaga.scope, { test: randomUUID() });
+  const intent = intentKey(orderSaga.scope, { test: randomUUID() }, TEST_INTENT_SECRET);
   const held = await rms.reserve({ intent, sessionId: 'writer', leaseMs: timings.leaseMs });
   if (held.status !== 'SUCCESS') throw new Error(`could not arrange the lease: ${held.status}`);
   const owner = { type: 'order', intentKey: intent, sessionId: 'writer', fencingToken: held.fencingToken };

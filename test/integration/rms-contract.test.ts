@@ -6,6 +6,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rms, RmsValidationError, intentKey, type ReserveResult } from '../../src/rms';
 import { startBackend, testPrefix, waitForLeaseToPass, waitUntil, type RedisBackend } from '../helpers/redis-backends';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const LONG_LEASE_MS = 30_000;
 const SHORT_LEASE_MS = 60;
@@ -26,7 +27,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
   /** An RMS under the test's own prefix, and a fresh intent. */
   function arrange(testName: string, label = 'intent') {
     const prefix = testPrefix(testName);
-    return { prefix, rms: new Rms(redis, { keyPrefix: prefix }), intent: intentKey('order', { test: testName, label }) };
+    return { prefix, rms: new Rms(redis, { keyPrefix: prefix }), intent: intentKey('order', { test: testName, label }, TEST_INTENT_SECRET) };
   }
 
   async function serverTimeMs(): Promise<number> {
@@ -113,7 +114,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const clients = Array.from({ length: 8 }, () => backend.connect());
       await Promise.all(clients.map((c) => c.ping()));
       const rmsPerClient = clients.map((c) => new Rms(c, { keyPrefix: prefix }));
-      const intents = Array.from({ length: 100 }, (_, n) => intentKey('order', { test: task.fullName, n }));
+      const intents = Array.from({ length: 100 }, (_, n) => intentKey('order', { test: task.fullName, n }, TEST_INTENT_SECRET));
 
       const calls = intents.flatMap((intent, n) =>
         Array.from({ length: 10 }, (_, copy) => ({ intent, sessionId: `intent-${n}-copy-${copy}`, client: rmsPerClient[(n + copy) % 8]! })),
@@ -457,9 +458,9 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const refused: unknown[] = [{ big: 'x'.repeat(1024 * 1024) }, 'z'.repeat(64 * 1024 + 1), { nested: [undefined] }];
 
       const reserved = await Promise.all(
-        hashed.map((data, i) => rms.reserve({ intent: intentKey('order', data), sessionId: `session-${i}`, leaseMs: LONG_LEASE_MS })),
+        hashed.map((data, i) => rms.reserve({ intent: intentKey('order', data, TEST_INTENT_SECRET), sessionId: `session-${i}`, leaseMs: LONG_LEASE_MS })),
       );
-      const refusals = refused.map((data) => catchError(() => intentKey('order', data)));
+      const refusals = refused.map((data) => catchError(() => intentKey('order', data, TEST_INTENT_SECRET)));
 
       expect(reserved.map((r) => r.status)).toEqual(hashed.map(() => 'SUCCESS'));
       for (const refusal of refusals) expect(refusal).toBeInstanceOf(RmsValidationError);

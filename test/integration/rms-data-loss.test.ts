@@ -7,6 +7,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rms, RmsUnavailableError, intentKey } from '../../src/rms';
 import { startBackend, testPrefix, waitUntil, type RedisBackend } from '../helpers/redis-backends';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const LEASE_MS = 30_000;
 
@@ -24,7 +25,7 @@ describe.each(['own-single', 'cluster'] as const)('the RMS when %s Redis loses i
   });
 
   function arrange(testName: string) {
-    return { rms: new Rms(redis, { keyPrefix: testPrefix(testName) }), intent: intentKey('order', { test: testName }) };
+    return { rms: new Rms(redis, { keyPrefix: testPrefix(testName) }), intent: intentKey('order', { test: testName }, TEST_INTENT_SECRET) };
   }
 
   /** Waits until the client reaches the restarted server(s) again. */

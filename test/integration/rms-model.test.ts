@@ -74,6 +74,7 @@ import { Rms, createRedis, intentKey, intentKeys, type IntentInspection } from '
 import { defineSagaTypes, orderSaga } from '../../src/sagas';
 import { testConfig } from '../helpers/context';
 import { testPool } from '../helpers/db-fixtures';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const SEED = envInt('RMS_MODEL_SEED', 20261122);
 const RUNS = envInt('RMS_MODEL_RUNS', 40);
@@ -237,7 +238,7 @@ class World {
         stepFails: false,
       })),
       intents: Array.from({ length: INTENTS }, (_, i) => ({
-        key: intentKey(orderSaga.scope, { model: nonce, intent: i }),
+        key: intentKey(orderSaga.scope, { model: nonce, intent: i }, TEST_INTENT_SECRET),
         maxIssued: 0n,
         registered: new Set<string>(),
         freeing: new Map<string, number>(),
@@ -253,6 +254,7 @@ class World {
       pool: this.poolProxy,
       timings,
       types: defineSagaTypes({ ...orderSaga, table: this.tableProxy }),
+      intentSecret: TEST_INTENT_SECRET,
     });
   }
 

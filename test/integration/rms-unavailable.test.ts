@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { Rms, RmsUnavailableError, RmsValidationError, createRedis, intentKey } from '../../src/rms';
 import { freePort } from '../helpers/redis-servers';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const TIMEOUT_MS = 500;
 
@@ -24,7 +25,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on an unreachable %s Redi
 
   it('rejects every command with RmsUnavailableError carrying the cause', { timeout: 10_000 }, async () => {
     const { redis, rms } = await unreachable();
-    const intent = intentKey('order', { id: 1 });
+    const intent = intentKey('order', { id: 1 }, TEST_INTENT_SECRET);
     const token = '1795000000000000';
 
     const errors = await Promise.all([
@@ -69,7 +70,7 @@ describe('the RMS on a client that was closed', () => {
     const rms = new Rms(redis, { keyPrefix: 'closed:' });
     await redis.quit();
 
-    const error = await rms.inspect(intentKey('order', { id: 1 })).catch((e: unknown) => e);
+    const error = await rms.inspect(intentKey('order', { id: 1 }, TEST_INTENT_SECRET)).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(RmsUnavailableError);
   });

@@ -6,6 +6,7 @@ import { intentKey } from '../../src/rms';
 import { DECLINED_CARD, orderSaga, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
 import { sagaWorkflowId, type SagaState } from '../../src/shared';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 let h: SagaHarness;
 beforeAll(async () => {
@@ -246,7 +247,7 @@ describe('the order saga', () => {
   ])('refuses a customer holding %s with INVALID_INPUT at the gate: no lease, no fence, no row, no workflow', async (_, customer) => {
     const data = order({ customer });
     const key = `hostile-${randomUUID()}`;
-    const intent = intentKey(orderSaga.scope, orderSaga.intent(data));
+    const intent = intentKey(orderSaga.scope, orderSaga.intent(data), TEST_INTENT_SECRET);
 
     const refused = h.client.start('order', data, { idempotencyKey: key });
 

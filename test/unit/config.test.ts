@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_VARIABLES, ConfigError, configEnv, loadConfig } from '../../src/config';
+import { CONFIG_VARIABLES, ConfigError, configEnv, loadConfig, requireIntentSecret } from '../../src/config';
 
 describe('loadConfig', () => {
   it('gives the documented defaults for an empty environment', () => {
@@ -69,6 +70,7 @@ describe('loadConfig', () => {
       HEARTBEAT_INTERVAL_MS: '1000',
       HEARTBEAT_TIMEOUT_MS: '3000',
       SAGA_SIMULATIONS: 'true',
+      INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
     });
 
     const env = configEnv(config);
@@ -76,6 +78,29 @@ describe('loadConfig', () => {
     expect(Object.keys(env).sort()).toEqual([...CONFIG_VARIABLES].sort());
     expect(loadConfig(env)).toEqual(config);
     expect(loadConfig(configEnv(loadConfig({})))).toEqual(loadConfig({}));
+  });
+
+  it('reads the intent-key secret as base64 of at least 32 bytes, and never shows a refused one', () => {
+    const secret = randomBytes(32);
+
+    expect(loadConfig({ INTENT_KEY_SECRET: secret.toString('base64') }).secrets.intentKey).toEqual(secret);
+    expect(loadConfig({ INTENT_KEY_SECRET: secret.toString('base64url') }).secrets.intentKey).toEqual(secret);
+    for (const bad of [randomBytes(31).toString('base64'), 'not base64 at all!']) {
+      const error = (() => {
+        try {
+          loadConfig({ INTENT_KEY_SECRET: bad });
+        } catch (err) {
+          return err;
+        }
+      })();
+      expect(error).toBeInstanceOf(ConfigError);
+      expect(error).toMatchObject({ variable: 'INTENT_KEY_SECRET', message: expect.stringMatching(/at least 32 random bytes.*not shown/) });
+      expect((error as Error).message).not.toContain(bad);
+    }
+  });
+
+  it('lets a process that reserves or plans sagas start only with the intent-key secret', () => {
+    expect(() => requireIntentSecret(loadConfig({}))).toThrow(expect.objectContaining({ variable: 'INTENT_KEY_SECRET', message: expect.stringMatching(/is not set/) }));
   });
 
   it('reads Redis Cluster seed nodes', () => {

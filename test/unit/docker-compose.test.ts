@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 // Docker cannot run on the project's machines; this keeps docker-compose.yml consistent with the config.
 const root = path.resolve(__dirname, '../..');
@@ -34,8 +35,10 @@ describe('docker-compose.yml', () => {
   it('gives the worker only variables the config knows, with values it accepts, pointing at the services', () => {
     const env = compose.services.worker!.environment!;
     for (const name of Object.keys(env)) expect(CONFIG_VARIABLES).toContain(name);
+    // A secret comes from the caller's environment, and compose refuses to start without it.
+    expect(env.INTENT_KEY_SECRET).toMatch(/^\$\{INTENT_KEY_SECRET:\?.+\}$/);
 
-    const config = loadConfig(env);
+    const config = loadConfig({ ...env, INTENT_KEY_SECRET: TEST_INTENT_SECRET.toString('base64') });
 
     expect(config.temporal.address).toBe('temporal:7233');
     expect(new URL(config.redis.url).hostname).toBe('redis');

@@ -16,6 +16,7 @@ import { planSaga, prepareSaga, sagaTypesFor } from '../../src/sagas';
 import { DEMO_COLUMNS } from '../../scripts/demo/report';
 import { temporalAnswerArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { codeBlocks, inlineCode, shellCommands, type ShellCommand } from '../helpers/markdown';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const ROOT = path.resolve(__dirname, '../..');
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
@@ -129,7 +130,7 @@ describe('the README and docs/', () => {
       if (data !== undefined) {
         // As the CLI would run it: a test knob (`simulate`) only with SAGA_SIMULATIONS=true in front.
         const config = loadConfig(command.env);
-        const options = { idempotencyKey: optionValue(args, '--idempotency-key'), timings: { ...config.saga, compensationAttempts: 1 }, types: sagaTypesFor(config) };
+        const options = { idempotencyKey: optionValue(args, '--idempotency-key'), timings: { ...config.saga, compensationAttempts: 1 }, types: sagaTypesFor(config), intentSecret: TEST_INTENT_SECRET };
         expect(() => prepareSaga(type!, JSON.parse(data), options), `${file}: ${command.line}`).not.toThrow();
       }
     }
@@ -152,7 +153,7 @@ describe('the README and docs/', () => {
       expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(temporalStartArgs(config.temporal.taskQueue, input.type, input.idempotencyKey, input.data));
       const workflowId = optionValue(command.argv, '--workflow-id')!;
       const timings = { ...config.saga, compensationAttempts: 1 };
-      expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings }), `${file}: ${command.line}`).not.toThrow();
+      expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings, intentSecret: TEST_INTENT_SECRET }), `${file}: ${command.line}`).not.toThrow();
       started.add(workflowId);
     }
     for (const { file, command } of answers) {

@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { INTENT_KEY_PATTERN, MAX_CANONICAL_JSON_BYTES, RmsValidationError, canonicalJson, intentKey } from '../../src/rms';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 describe('canonicalJson', () => {
   it('sorts object keys at every level and writes no whitespace', () => {
@@ -112,19 +113,36 @@ describe('canonicalJson', () => {
 });
 
 describe('intentKey', () => {
-  it('is the scope and the base64url SHA-256 of the canonical JSON', () => {
+  it('is the scope and the base64url HMAC-SHA-256 of the canonical JSON under the secret', () => {
     const data = { sku: 'A-1', customer: 42 };
-    const expected = createHash('sha256').update('{"customer":42,"sku":"A-1"}').digest('base64url');
+    const expected = createHmac('sha256', TEST_INTENT_SECRET).update('{"customer":42,"sku":"A-1"}').digest('base64url');
 
-    const key = intentKey('order', data);
+    const key = intentKey('order', data, TEST_INTENT_SECRET);
 
     expect(key).toBe(`order:${expected}`);
     expect(key).toMatch(INTENT_KEY_PATTERN);
   });
 
+  it('cannot be found from a dictionary of intents without the secret: another secret, or none, gives another key', () => {
+    const data = { customer: 'ada@example.com', cart: [{ sku: 'widget', quantity: 2 }] };
+    const unkeyed = `order:${createHash('sha256').update(canonicalJson(data)).digest('base64url')}`;
+
+    const key = intentKey('order', data, TEST_INTENT_SECRET);
+
+    expect(key).not.toBe(unkeyed);
+    expect(key).not.toBe(intentKey('order', data, randomBytes(32)));
+  });
+
+  it('refuses a secret shorter than 32 bytes', () => {
+    const error = catchError(() => intentKey('order', { id: 1 }, randomBytes(31)));
+
+    expect(error).toBeInstanceOf(RmsValidationError);
+    expect(error).toMatchObject({ field: 'secret' });
+  });
+
   it('gives equal data in any key order the same key', () => {
-    const one = intentKey('order', { a: 1, b: { c: [1, 2], d: 'x' } });
-    const two = intentKey('order', { b: { d: 'x', c: [1, 2] }, a: 1 });
+    const one = intentKey('order', { a: 1, b: { c: [1, 2], d: 'x' } }, TEST_INTENT_SECRET);
+    const two = intentKey('order', { b: { d: 'x', c: [1, 2] }, a: 1 }, TEST_INTENT_SECRET);
 
     expect(one).toBe(two);
   });
@@ -136,29 +154,29 @@ describe('intentKey', () => {
     ['NFC and NFD spellings', { name: 'caf\u00e9' }, { name: 'cafe\u0301' }],
     ['two different lone surrogates', '\uD800', '\uD801'],
   ])('tells apart %s', (_label, one, two) => {
-    expect(intentKey('order', one)).not.toBe(intentKey('order', two));
+    expect(intentKey('order', one, TEST_INTENT_SECRET)).not.toBe(intentKey('order', two, TEST_INTENT_SECRET));
   });
 
   it('tells scopes apart', () => {
-    expect(intentKey('order', { id: 1 })).not.toBe(intentKey('refund', { id: 1 }));
+    expect(intentKey('order', { id: 1 }, TEST_INTENT_SECRET)).not.toBe(intentKey('refund', { id: 1 }, TEST_INTENT_SECRET));
   });
 
   it('hashes hostile data into a key of the safe shape', () => {
     const hostile = { 'x}{y': '{\n}', ' ': '\u0000', emoji: '🧨', rtl: '\u202E' };
 
-    const key = intentKey('order', hostile);
+    const key = intentKey('order', hostile, TEST_INTENT_SECRET);
 
     expect(key).toMatch(INTENT_KEY_PATTERN);
   });
 
   it.each(['a', '0', 'order_v2-eu', 'a'.repeat(64)])('accepts the scope %j', (scope) => {
-    expect(intentKey(scope, 1)).toMatch(INTENT_KEY_PATTERN);
+    expect(intentKey(scope, 1, TEST_INTENT_SECRET)).toMatch(INTENT_KEY_PATTERN);
   });
 
   it.each(['', 'Order', '-order', '_order', 'a'.repeat(65), 'order items', 'order:v2', 'order{x}', 'order\n', 'ördér'])(
     'refuses the scope %j',
     (scope) => {
-      const error = catchError(() => intentKey(scope, 1));
+      const error = catchError(() => intentKey(scope, 1, TEST_INTENT_SECRET));
 
       expect(error).toBeInstanceOf(RmsValidationError);
       expect(error).toMatchObject({ field: 'scope' });

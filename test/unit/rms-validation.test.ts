@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_LEASE_MS, Rms, RmsValidationError, intentKey } from '../../src/rms';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 /**
  * A real ioredis client that has never connected (lazyConnect). Any command would move it out of
@@ -17,7 +18,7 @@ afterEach(() => {
   for (const c of clients.splice(0)) c.disconnect();
 });
 
-const intent = intentKey('order', { id: 1 });
+const intent = intentKey('order', { id: 1 }, TEST_INTENT_SECRET);
 const token = '1795243242523872';
 
 async function refusal(redis: Redis, call: (rms: Rms) => Promise<unknown>): Promise<unknown> {

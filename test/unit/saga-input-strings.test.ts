@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ordersTable } from '../../src/db';
 import { defineSagaTypes, planSaga, prepareSaga, type OrderInput, type SagaDefinition } from '../../src/sagas';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
 const cart: OrderInput = {
@@ -57,7 +58,7 @@ describe('hostile strings in a saga input', () => {
     ['a lone low surrogate', `${LOW}ada`, /unpaired surrogate/],
     ['a surrogate pair in the wrong order', `a${LOW}${HIGH}a`, /unpaired surrogate/],
   ])('refuses an order whose customer holds %s with INVALID_INPUT naming the field, and not echoing the value', (_, customer, what) => {
-    const err = refusal(() => prepareSaga('order', { ...cart, customer }, { timings }));
+    const err = refusal(() => prepareSaga('order', { ...cart, customer }, { timings, intentSecret: TEST_INTENT_SECRET }));
 
     expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
     expect(err.message).toMatch(/^invalid order input at customer: /);
@@ -71,7 +72,7 @@ describe('hostile strings in a saga input', () => {
     ['a NUL in an object key', { ...note, meta: { ...note.meta, labels: { [`col${'\u0000'}our`]: 'blue' } } }, /^invalid note input at meta\.labels: a key .*NUL/],
     ['a lone surrogate in an object key', { ...note, meta: { ...note.meta, labels: { [`${LOW}colour`]: 'blue' } } }, /^invalid note input at meta\.labels: a key .*unpaired surrogate/],
   ])('refuses, for any saga type, %s with INVALID_INPUT naming where', (_, data, message) => {
-    const err = refusal(() => prepareSaga('note', data, { timings, types }));
+    const err = refusal(() => prepareSaga('note', data, { timings, intentSecret: TEST_INTENT_SECRET, types }));
 
     expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
     expect(err.message).toMatch(message);
@@ -80,7 +81,7 @@ describe('hostile strings in a saga input', () => {
   it('refuses them in a saga a plain Temporal client started, when the worker plans it', () => {
     const start = { type: 'note', idempotencyKey: 'k1', data: { ...note, meta: { ...note.meta, tags: [`x${HIGH}`] } } };
 
-    const err = refusal(() => planSaga(start, { workflowId: 'note-k1', namespace: 'default', timings, types }));
+    const err = refusal(() => planSaga(start, { workflowId: 'note-k1', namespace: 'default', timings, intentSecret: TEST_INTENT_SECRET, types }));
 
     expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
     expect(err.message).toMatch(/^invalid note input at meta\.tags\.0: .*unpaired surrogate/);
@@ -106,14 +107,14 @@ describe('hostile strings in a saga input', () => {
     };
 
     it('finds one at the deepest nesting accepted, and names where', () => {
-      const err = refusal(() => prepareSaga('blob', { body: nested(62, `deep${'\u0000'}`) }, { timings, types: blobs }));
+      const err = refusal(() => prepareSaga('blob', { body: nested(62, `deep${'\u0000'}`) }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobs }));
 
       expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
       expect(err.message).toBe(`invalid blob input at body${'.0'.repeat(62)}: contains a NUL character (U+0000)`);
     });
 
     it('refuses deeper nesting with INVALID_INPUT, not a stack overflow, and names where in short', () => {
-      const err = refusal(() => prepareSaga('blob', { body: nested(20_000, 'deep') }, { timings, types: blobs }));
+      const err = refusal(() => prepareSaga('blob', { body: nested(20_000, 'deep') }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobs }));
 
       expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
       expect(err.message).toMatch(/^invalid blob input at body(\.0)+: nested deeper than 64 levels$/);
@@ -123,7 +124,7 @@ describe('hostile strings in a saga input', () => {
   it('accepts well-formed text beyond ASCII: surrogate pairs, other control characters, any script', () => {
     const friendly = { ...note, title: 'héllo 😀 世界', meta: { tags: ['tab\there', 'Ω'], labels: { 'ключ 🔑': 'значение' } } };
 
-    expect(prepareSaga('note', friendly, { timings, types }).payload).toEqual(friendly);
-    expect(prepareSaga('order', { ...cart, customer: 'Zoë 😀' }, { timings }).payload).toMatchObject({ customer: 'Zoë 😀' });
+    expect(prepareSaga('note', friendly, { timings, intentSecret: TEST_INTENT_SECRET, types }).payload).toEqual(friendly);
+    expect(prepareSaga('order', { ...cart, customer: 'Zoë 😀' }, { timings, intentSecret: TEST_INTENT_SECRET }).payload).toMatchObject({ customer: 'Zoë 😀' });
   });
 });

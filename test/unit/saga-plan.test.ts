@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planSaga, prepareSaga, sagaSessionId, type OrderInput } from '../../src/sagas';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const ROOT = path.resolve(__dirname, '../..');
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
@@ -13,22 +14,22 @@ const cart: OrderInput = {
   ],
   payment: { card: '4242424242424242' },
 };
-const ctx = (idempotencyKey: string) => ({ workflowId: `order-${idempotencyKey}`, namespace: 'default', timings });
+const ctx = (idempotencyKey: string) => ({ workflowId: `order-${idempotencyKey}`, namespace: 'default', timings, intentSecret: TEST_INTENT_SECRET });
 
 describe('planSaga: what the worker derives from a start by type', () => {
   it('derives the same plan the client prepares, from {type, idempotencyKey, data} alone', () => {
     const plan = planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k1'));
 
-    const prepared = prepareSaga('order', cart, { idempotencyKey: 'k1', timings });
+    const prepared = prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET });
     expect(plan).toEqual({ ...prepared, sessionId: sagaSessionId('default', 'order-k1') });
   });
 
   it('re-derives, never trusts, what a client from before the gate computed', () => {
-    const forged = { ...prepareSaga('order', cart, { idempotencyKey: 'k1', timings }), intentKey: `order:${'A'.repeat(43)}`, steps: [], requestHash: 'x' };
+    const forged = { ...prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET }), intentKey: `order:${'A'.repeat(43)}`, steps: [], requestHash: 'x' };
 
     const plan = planSaga(forged, ctx('k1'));
 
-    expect(plan).toMatchObject({ intentKey: prepareSaga('order', cart, { timings }).intentKey, steps: [{ step: 'chargePayment' }, { step: 'reserveStock' }] });
+    expect(plan).toMatchObject({ intentKey: prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET }).intentKey, steps: [{ step: 'chargePayment' }, { step: 'reserveStock' }] });
     expect(plan.requestHash).not.toBe('x');
   });
 
@@ -78,13 +79,13 @@ describe('sagaSessionId', () => {
 
 describe('the order intent', () => {
   it('is the same on a host whose locale sorts j after y (Lithuanian)', () => {
-    const script = `const { prepareSaga } = require('./src/sagas'); process.stdout.write(prepareSaga('order', ${JSON.stringify(cart)}, { timings: ${JSON.stringify(timings)} }).intentKey);`;
+    const script = `const { prepareSaga } = require('./src/sagas'); process.stdout.write(prepareSaga('order', ${JSON.stringify(cart)}, { timings: ${JSON.stringify(timings)}, intentSecret: Buffer.from('${TEST_INTENT_SECRET.toString('base64')}', 'base64') }).intentKey);`;
     const keyUnder = (locale: string) =>
       execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', script], { cwd: ROOT, env: { ...process.env, LC_ALL: locale }, encoding: 'utf8' });
 
     const lithuanian = keyUnder('lt_LT.UTF-8');
 
     expect(lithuanian).toBe(keyUnder('C.UTF-8'));
-    expect(lithuanian).toBe(prepareSaga('order', cart, { timings }).intentKey);
+    expect(lithuanian).toBe(prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET }).intentKey);
   });
 });

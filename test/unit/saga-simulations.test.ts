@@ -7,6 +7,7 @@ import type { PoolClient } from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config';
 import { orderSaga, orderSagaWithSimulations, planSaga, prepareSaga, sagaTypes, sagaTypesFor, type OrderInput } from '../../src/sagas';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
 const cart: OrderInput = {
@@ -29,9 +30,9 @@ function recordingTx(): { tx: PoolClient; statements: string[] } {
 
 describe('the production order type', () => {
   it('refuses a simulate field with INVALID_INPUT, from a client and from a plain Temporal start', () => {
-    expect(() => prepareSaga('order', slow, { timings })).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
-    expect(() => prepareSaga('order', slow, { timings })).toThrow(/^invalid order input at \(root\): .*simulate/);
-    expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: slow }, { workflowId: 'order-k1', namespace: 'default', timings })).toThrow(
+    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET })).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
+    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET })).toThrow(/^invalid order input at \(root\): .*simulate/);
+    expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: slow }, { workflowId: 'order-k1', namespace: 'default', timings, intentSecret: TEST_INTENT_SECRET })).toThrow(
       expect.objectContaining({ code: 'INVALID_INPUT', message: expect.stringMatching(/simulate/) }),
     );
   });
@@ -63,15 +64,15 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
   });
 
   it('accepts simulate, and derives the same intent as the production type (simulate is no part of it)', () => {
-    const prepared = prepareSaga('order', slow, { timings, types: types() });
+    const prepared = prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET, types: types() });
 
     expect(prepared.payload).toEqual(slow);
-    expect(prepared.intentKey).toBe(prepareSaga('order', cart, { timings }).intentKey);
+    expect(prepared.intentKey).toBe(prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET }).intentKey);
   });
 
   it('keeps the production bounds on the knobs: at most 10 minutes, whole milliseconds, no other field', () => {
     for (const simulate of [{ writeDelayMs: 600_001 }, { stepDelayMs: 1.5 }, { sleep: 1 }]) {
-      expect(() => prepareSaga('order', { ...cart, simulate }, { timings, types: types() }), JSON.stringify(simulate)).toThrow(
+      expect(() => prepareSaga('order', { ...cart, simulate }, { timings, intentSecret: TEST_INTENT_SECRET, types: types() }), JSON.stringify(simulate)).toThrow(
         expect.objectContaining({ code: 'INVALID_INPUT', message: expect.stringMatching(/at simulate/) }),
       );
     }
