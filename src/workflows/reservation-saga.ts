@@ -54,7 +54,8 @@ export const KEEP_ENTITY_PATCH = 'failed-compensation-keeps-entity';
 
 /**
  * Steps heartbeat: a cancellation or a timeout reaches a running step (its AbortSignal), and a
- * stalled attempt is given up after the heartbeat timeout instead of the 60 s start-to-close.
+ * stalled attempt is given up after the heartbeat timeout instead of the 60 s start-to-close. Each
+ * step and step compensation carries its name as its summary in the UI.
  */
 export const STEP_HEARTBEAT_PATCH = 'steps-heartbeat';
 
@@ -85,12 +86,21 @@ function activities(input: SagaInput) {
       retry: { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval },
     }),
     step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA, ...settle }),
-    heartbeatingStep: proxyActivities<SagaActivities>({
-      startToCloseTimeout: '60s',
-      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
-      retry: RETRY_INFRA,
-      ...settle,
-    }),
+    // Each named in the UI by its step or compensation (`summary`), not as one more runStep.
+    heartbeatingStep: (name: string) =>
+      proxyActivities<SagaActivities>({
+        startToCloseTimeout: '60s',
+        heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+        retry: RETRY_INFRA,
+        summary: `step ${name}`,
+        ...settle,
+      }),
+    namedCompensation: (name: string) =>
+      proxyActivities<SagaActivities>({
+        startToCloseTimeout: '60s',
+        retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
+        summary: `compensation ${name}`,
+      }),
     compensation: proxyActivities<SagaActivities>({
       startToCloseTimeout: '60s',
       retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
@@ -343,10 +353,11 @@ async function runReserved(
 
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
-    const steps = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH) ? act.heartbeatingStep : act.step;
+    const heartbeating = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH);
     for (const { step, compensation } of input.steps) {
-      compensations.push({ name: compensation, run: () => act.compensation.runCompensation({ ...stepContext, name: compensation }) });
-      await steps.runStep({ ...stepContext, name: step });
+      const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
+      compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
+      await (heartbeating ? act.heartbeatingStep(step) : act.step).runStep({ ...stepContext, name: step });
       state.stepsDone.push(step);
     }
     if (!patched(FORWARD_PATCH)) {

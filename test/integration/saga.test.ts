@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
 import { intentKey } from '../../src/rms';
@@ -36,6 +37,14 @@ async function activityTrail(workflowId: string): Promise<string[]> {
   return (history.events ?? [])
     .map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name)
     .filter((n): n is string => typeof n === 'string');
+}
+
+/** The summary each scheduled activity carries in the UI (its user metadata), decoded as the UI would. */
+async function summaryTrail(workflowId: string): Promise<(string | undefined)[]> {
+  const history = await h.client.temporal.workflow.getHandle(workflowId).fetchHistory();
+  const scheduled = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes);
+  const converter = h.client.temporal.options.loadedDataConverter;
+  return Promise.all(scheduled.map(async (e) => (await decodeOptionalSinglePayload<string>(converter, e.userMetadata?.summary)) ?? undefined));
 }
 
 describe('the order saga', () => {
@@ -152,6 +161,13 @@ describe('the order saga', () => {
       'runCompensation',
       'runCompensation',
       'undoEntity',
+    ]);
+    // In the UI each step and compensation reads as itself, not as one more runStep.
+    expect((await summaryTrail(started.workflowId)).slice(2, 6)).toEqual([
+      'step chargePayment',
+      'step reserveStock',
+      'compensation releaseStock',
+      'compensation refundPayment',
     ]);
     // The intent was freed: a new request for the same cart may succeed.
     const retry = await h.client.start('order', cart);
