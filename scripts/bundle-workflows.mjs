@@ -7,6 +7,11 @@ import path from 'node:path';
 const require = createRequire(import.meta.url);
 const { bundleWorkflowCode } = require('@temporalio/worker');
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, 'src/workflows/index.ts') });
+// With the encryption codec's failure converter (src/codec/failure-converter.ts), so workflow
+// failures are encrypted too: the data converter of dist/src/worker.js names the same module.
+const { code } = await bundleWorkflowCode({
+  workflowsPath: path.join(root, 'src/workflows/index.ts'),
+  failureConverterPath: path.join(root, 'src/codec/failure-converter.ts'),
+});
 writeFileSync(path.join(root, 'dist/workflow-bundle.js'), code);
 console.log(`bundle-workflows: wrote dist/workflow-bundle.js (${code.length} bytes)`);

@@ -6,9 +6,16 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { generateCodecKey } from '../src/codec/keys';
+
+/** The variables the file holds, each with how a fresh value is made. */
+const DEV_SECRETS: Record<string, () => string> = {
+  INTENT_KEY_SECRET: () => randomBytes(32).toString('base64'),
+  SAGA_CODEC_KEYS: () => generateCodecKey('dev1'),
+};
 
 /** The variables the file holds. */
-export const DEV_SECRET_VARIABLES = ['INTENT_KEY_SECRET'] as const;
+export const DEV_SECRET_VARIABLES = Object.keys(DEV_SECRETS);
 
 /** The dev secrets file of `dataDir`. */
 export function devSecretsPath(dataDir: string): string {
@@ -31,7 +38,7 @@ export function readDevSecrets(dataDir: string): Record<string, string> | undefi
 export function ensureDevSecrets(dataDir: string): { secrets: Record<string, string>; made: string[] } {
   const secrets = readDevSecrets(dataDir) ?? {};
   const made = DEV_SECRET_VARIABLES.filter((name) => !secrets[name]);
-  for (const name of made) secrets[name] = randomBytes(32).toString('base64');
+  for (const name of made) secrets[name] = DEV_SECRETS[name]!();
   if (made.length > 0) {
     const body = [
       '# Development secrets of this checkout, made by `make dev` / `make demo`. Never use them elsewhere.',

@@ -14,24 +14,44 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
-import { loadConfigOrExit } from '../src/config';
+import { EncryptionCodec, createCodecServer } from '../src/codec';
+import { loadConfigOrExit, requireCodecKeys } from '../src/config';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
+import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
   // Simulations on: the cancelled shapes need a step slow enough to cancel during it.
-  // A secret of the recording's own: replay reads the plan from history and never makes a key.
-  const env = { ...process.env, TEMPORAL_TASK_QUEUE: `record-${randomUUID()}`, SAGA_SIMULATIONS: 'true', INTENT_KEY_SECRET: randomBytes(32).toString('base64') };
+  // A secret of the recording's own (replay reads the plan from history and never makes a key), and
+  // the tests' codec key, with which test/workflows/replay.test.ts reads the recorded payloads.
+  const env = {
+    ...process.env,
+    TEMPORAL_TASK_QUEUE: `record-${randomUUID()}`,
+    SAGA_SIMULATIONS: 'true',
+    INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
+    SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
+  };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
   const client = await SagaClient.connect(config);
   // A lease that ends before the worker starts: the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
   const shortClient = await SagaClient.connect(shortLease);
-  const cli = (args: string[]) =>
-    execFileSync(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace], { encoding: 'utf8' });
+  // The Temporal CLI encrypts what it sends and decrypts answers through a codec server with the
+  // recording's keys; `workflow show` goes without it, so the files keep the payloads as stored.
+  const codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(config)), corsOrigins: [] });
+  const codecEndpoint = await codecServer.listen({ host: '127.0.0.1', port: 0 });
+  // Asynchronous: the codec server answers from this very process.
+  const cli = async (args: string[], codec = true) =>
+    (
+      await promisify(execFile)(
+        temporal,
+        [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace, ...(codec ? ['--codec-endpoint', codecEndpoint] : [])],
+        { encoding: 'utf8' },
+      )
+    ).stdout;
   const cart = (card: string, sku = 'widget', quantity = 1) => ({
     customer: `recorder-${randomUUID()}`,
     items: [{ sku, quantity, priceCents: 500 }],
@@ -48,9 +68,9 @@ async function main(): Promise<void> {
     }
     await client.cancel(workflowId);
   };
-  const startByType = (key: string, input: unknown) => {
+  const startByType = async (key: string, input: unknown) => {
     const workflowId = sagaWorkflowId('order', key);
-    cli(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
+    await cli(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
     return workflowId;
   };
   const shapes: Record<string, string> = {};
@@ -69,18 +89,18 @@ async function main(): Promise<void> {
     const held = cart('4242424242424242');
     const holder = await client.start('order', held);
     const key = randomUUID();
-    shapes['by-type-completed'] = startByType(key, { type: 'order', idempotencyKey: key, data: cart('4242424242424242') });
+    shapes['by-type-completed'] = await startByType(key, { type: 'order', idempotencyKey: key, data: cart('4242424242424242') });
     const conflictKey = randomUUID();
-    shapes['by-type-conflict'] = startByType(conflictKey, { type: 'order', idempotencyKey: conflictKey, data: held });
+    shapes['by-type-conflict'] = await startByType(conflictKey, { type: 'order', idempotencyKey: conflictKey, data: held });
     const badKey = randomUUID();
-    shapes['by-type-invalid'] = startByType(badKey, { type: 'order', idempotencyKey: badKey, payload: held });
+    shapes['by-type-invalid'] = await startByType(badKey, { type: 'order', idempotencyKey: badKey, payload: held });
 
     const { worker, close } = await createWorker({ config });
     try {
       await worker.runUntil(async () => {
         // Asynchronously: the worker answering the update runs in this process.
         const args = ['workflow', 'update', 'execute', '--name', 'reservation', '--workflow-id', shapes['by-type-completed']!];
-        await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace]);
+        await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
         await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
         await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
         await Promise.all([...Object.values(shapes), holder.workflowId].map((id) => client.result(id).catch(() => undefined)));
@@ -90,13 +110,14 @@ async function main(): Promise<void> {
     }
     for (const [name, workflowId] of Object.entries(shapes)) {
       // The CLI writes the canonical proto JSON that the SDK's replayer reads.
-      writeFileSync(path.join(DIR, `${name}.json`), cli(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json']));
+      writeFileSync(path.join(DIR, `${name}.json`), await cli(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], false));
       const description = await client.temporal.workflow.getHandle(workflowId).describe();
       console.log(`${name}: ${workflowId} ${description.status.name} ${description.typedSearchAttributes.get(SAGA_OUTCOME) ?? ''}`);
     }
   } finally {
     await client.close();
     await shortClient.close();
+    await codecServer.close();
   }
 }
 

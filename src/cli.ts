@@ -4,7 +4,7 @@
 import { createReadStream } from 'node:fs';
 import { once } from 'node:events';
 import { Command, CommanderError, Option } from 'commander';
-import { ConfigError, loadConfigOrExit, requireIntentSecret, type Config } from './config';
+import { ConfigError, loadConfigOrExit, requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { SagaClient, type StartedSaga } from './client';
 import { createPool } from './db/pool';
 import { Rms } from './rms';
@@ -265,6 +265,27 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
         redis.disconnect();
         await pool.end();
       }
+    });
+
+  program
+    .command('codec-server')
+    .description('serve POST /encode and /decode (Temporal\'s codec server convention) so the Temporal UI and CLI read encrypted sagas')
+    .action(async () => {
+      const cfg = config();
+      const keys = requireCodecKeys(cfg);
+      // Loaded only here: the other commands need no HTTP server.
+      const { EncryptionCodec, createCodecServer } = await import('./codec/index.js');
+      const { host, port, token, corsOrigins } = cfg.codecServer;
+      const app = createCodecServer({ codec: new EncryptionCodec(keys), corsOrigins, token, namespaces: [cfg.temporal.namespace] });
+      await app.listen({ host, port });
+      process.stderr.write(
+        `codec-server: listening on http://${host}:${port} for namespace ${cfg.temporal.namespace}; UI origins ${corsOrigins.join(', ') || 'none'}; ${token ? 'bearer token required' : 'no token required'}; keys ${keys.map((k) => k.id).join(', ')} (newest first)\n`,
+      );
+      await new Promise<void>((resolve) => {
+        for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+      });
+      await app.close();
+      process.stderr.write('codec-server: stopped\n');
     });
 
   return program;

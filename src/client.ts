@@ -36,7 +36,7 @@ import {
   type SagaState,
   type SagaTimings,
 } from './shared';
-import { connectClient } from './temporal';
+import { connectClient, dataConverterOf } from './temporal';
 import { reservationSaga } from './workflows/reservation-saga';
 
 /** Options of {@link SagaClient}. */
@@ -123,10 +123,11 @@ export class SagaClient {
    */
   static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
     const intentSecret = requireIntentSecret(config);
+    const dataConverter = dataConverterOf(config);
     const connection: Connection = await connectClient(config.temporal);
     const redis: Redis | Cluster = createRedis(config.redis);
     const pool = createPool(config.db);
-    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
     return new SagaClient(
       {
         client,

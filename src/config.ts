@@ -3,6 +3,7 @@
  * validated once. Workflows never read it: they receive the values they need as arguments.
  */
 import { z } from 'zod';
+import { CodecKeyError, parseCodecKeys, type CodecKeys } from './codec/keys';
 
 /** Thrown when the environment holds a value the project cannot run with. */
 export class ConfigError extends Error {
@@ -116,10 +117,25 @@ const envSchema = z.object({
    * plans sagas; never logged. Changing it starts a new key space (see the README's deployment notes).
    */
   INTENT_KEY_SECRET: optionalText,
+  /**
+   * The payload codec's keys: `<id>:<base64 of 32 random bytes>`, comma-separated, newest first (it
+   * encrypts; every key listed decrypts). Required by every worker, client and the CLI: nothing is
+   * ever sent to Temporal in clear. Never logged.
+   */
+  SAGA_CODEC_KEYS: optionalText,
+  /** Where `saga codec-server` listens (host:port). @default 127.0.0.1:8234 */
+  CODEC_SERVER_ADDRESS: z
+    .string()
+    .default('127.0.0.1:8234')
+    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /** Bearer token the codec server requires (`Authorization: Bearer <token>`); none when unset. */
+  CODEC_SERVER_TOKEN: optionalText,
+  /** Comma-separated origins of the Temporal UIs that may call the codec server. @default the origin of TEMPORAL_UI_URL */
+  CODEC_SERVER_CORS_ORIGINS: optionalText,
 });
 
 /** Variables whose values are secrets: a message about them never shows the value. */
-const SECRET_VARIABLES: ReadonlySet<string> = new Set(['INTENT_KEY_SECRET']);
+const SECRET_VARIABLES: ReadonlySet<string> = new Set(['INTENT_KEY_SECRET', 'SAGA_CODEC_KEYS', 'CODEC_SERVER_TOKEN']);
 
 /** The validated configuration. */
 export interface Config {
@@ -141,8 +157,10 @@ export interface Config {
    * of one task queue.
    */
   simulations: boolean;
-  /** Secrets, when set (see {@link requireIntentSecret}). */
-  secrets: { intentKey?: Buffer };
+  /** Secrets, when set (see {@link requireIntentSecret} and {@link requireCodecKeys}). */
+  secrets: { intentKey?: Buffer; codecKeys?: CodecKeys; codecKeysText?: string };
+  /** `saga codec-server`: where it listens, its token, the UI origins it answers. */
+  codecServer: { host: string; port: number; token?: string; corsOrigins: string[] };
 }
 
 /** The names of every environment variable read by {@link loadConfig}. */
@@ -163,6 +181,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const e = parsed.data;
   const intentSecret = e.INTENT_KEY_SECRET === undefined ? undefined : decodeSecret('INTENT_KEY_SECRET', e.INTENT_KEY_SECRET, 32);
+  let codecKeys: CodecKeys | undefined;
+  if (e.SAGA_CODEC_KEYS !== undefined) {
+    try {
+      codecKeys = parseCodecKeys(e.SAGA_CODEC_KEYS, 'SAGA_CODEC_KEYS');
+    } catch (err) {
+      if (err instanceof CodecKeyError) throw new ConfigError('SAGA_CODEC_KEYS', err.message.replace(/^SAGA_CODEC_KEYS:?\s*/, ''));
+      throw err;
+    }
+  }
+  const [codecHost, codecPort] = e.CODEC_SERVER_ADDRESS.split(':') as [string, string];
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
   if (!(e.HEARTBEAT_INTERVAL_MS < e.HEARTBEAT_TIMEOUT_MS)) {
@@ -214,7 +242,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
     simulations: e.SAGA_SIMULATIONS,
-    secrets: { intentKey: intentSecret },
+    secrets: { intentKey: intentSecret, codecKeys, codecKeysText: codecKeys ? e.SAGA_CODEC_KEYS : undefined },
+    codecServer: {
+      host: codecHost,
+      port: Number(codecPort),
+      token: e.CODEC_SERVER_TOKEN,
+      corsOrigins: e.CODEC_SERVER_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter((o) => o !== '') ?? [new URL(e.TEMPORAL_UI_URL).origin],
+    },
   };
 }
 
@@ -229,6 +263,22 @@ function decodeSecret(variable: string, value: string, minBytes: number): Buffer
     throw new ConfigError(variable, `must be base64 of at least ${minBytes} random bytes, e.g. from \`openssl rand -base64 ${minBytes}\` (the value given holds ${bytes.length}; it is not shown)`);
   }
   return bytes;
+}
+
+/**
+ * The payload codec's keys of `config`, for a process that talks to Temporal: a missing key is a
+ * start-up error naming SAGA_CODEC_KEYS, never a payload sent in clear.
+ * @throws ConfigError when SAGA_CODEC_KEYS is not set.
+ */
+export function requireCodecKeys(config: Config): CodecKeys {
+  const keys = config.secrets.codecKeys;
+  if (!keys) {
+    throw new ConfigError(
+      'SAGA_CODEC_KEYS',
+      'is not set: every worker, client and the CLI encrypts what it sends to Temporal (`<id>:<base64 of 32 random bytes>`, newest first; `make dev` writes a development one to .data/dev.env)',
+    );
+  }
+  return keys;
 }
 
 /**
@@ -259,7 +309,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations, secrets } = config;
+  const { temporal, redis, db, saga, simulations, secrets, codecServer } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -285,6 +335,10 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
     SAGA_SIMULATIONS: simulations ? 'true' : 'false',
     INTENT_KEY_SECRET: secrets.intentKey?.toString('base64') ?? '',
+    SAGA_CODEC_KEYS: secrets.codecKeysText ?? '',
+    CODEC_SERVER_ADDRESS: `${codecServer.host}:${codecServer.port}`,
+    CODEC_SERVER_TOKEN: codecServer.token ?? '',
+    CODEC_SERVER_CORS_ORIGINS: codecServer.corsOrigins.join(','),
   };
 }
 

@@ -3,7 +3,9 @@ import { readFileSync } from 'node:fs';
 import { Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { TLSConfig } from '@temporalio/client';
-import type { Config } from './config';
+import type { DataConverter } from '@temporalio/common';
+import { createDataConverter } from './codec/encryption-codec';
+import { requireCodecKeys, type Config } from './config';
 
 function tlsOf(temporal: Config['temporal']): TLSConfig | undefined {
   const tls = temporal.tls;
@@ -19,6 +21,15 @@ function tlsOf(temporal: Config['temporal']): TLSConfig | undefined {
 /** A client connection (for `SagaClient` and the CLI). */
 export function connectClient(temporal: Config['temporal']): Promise<Connection> {
   return Connection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
+}
+
+/**
+ * The data converter of every process that talks to Temporal: payloads, failure messages and stack
+ * traces encrypted with the config's codec keys (src/codec).
+ * @throws ConfigError when SAGA_CODEC_KEYS is not set.
+ */
+export function dataConverterOf(config: Config): DataConverter {
+  return createDataConverter(requireCodecKeys(config));
 }
 
 /** A worker connection. */

@@ -14,7 +14,7 @@ import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
 import { sagaTypesFor, type SagaTypes } from './sagas';
-import { connectWorker } from './temporal';
+import { connectWorker, dataConverterOf } from './temporal';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
@@ -48,6 +48,7 @@ export interface AppWorker {
 export async function createWorker(options: StartWorkerOptions): Promise<AppWorker> {
   const { config } = options;
   const intentSecret = requireIntentSecret(config);
+  const dataConverter = dataConverterOf(config);
   const redis = createRedis(config.redis);
   const pool = createPool(config.db);
   const ownConnection = options.connection === undefined;
@@ -78,6 +79,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         intentSecret,
       }),
       shutdownGraceTime: '10 seconds',
+      dataConverter,
       ...workflowSource,
       ...options.workerOptions,
     });

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { generateCodecKey } from '../../src/codec/keys';
 import { loadConfig, type Config } from '../../src/config';
 import { ensureDatabase, migrate } from '../../src/db/migrate';
 import { PROJECT_ROOT } from '../../src/paths';
@@ -129,6 +130,7 @@ export async function startServices(progress: Progress): Promise<Services> {
       REDIS_KEY_PREFIX: redisPrefix,
       // The run's own intent-key secret (its worker processes get it through configEnv).
       INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
+      SAGA_CODEC_KEYS: generateCodecKey('bench'),
     });
     return { config, redisPrefix, temporalCli, close };
   } catch (err) {

@@ -73,7 +73,10 @@ export async function temporalCli(
 ): Promise<(args: readonly string[]) => Promise<string>> {
   const binary = (await capture(path.join(ROOT, 'scripts', 'ensure-temporal'), [], env)).trim();
   if (!binary) throw new Error('scripts/ensure-temporal found no Temporal CLI');
-  return (args) => capture(binary, [...args, '--address', server.address, '--namespace', server.namespace], env);
+  // Through the dev stack's codec server, as any Temporal client of encrypted sagas must be: the
+  // input it sends is encrypted, and what it shows is decoded.
+  const codec = `http://127.0.0.1:${env.TEMPORAL_DEV_CODEC_PORT ?? 8234}`;
+  return (args) => capture(binary, [...args, '--address', server.address, '--namespace', server.namespace, '--codec-endpoint', codec], env);
 }
 
 /** The dev stack as {@link devUp} found or left it. */

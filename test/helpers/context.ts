@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { inject } from 'vitest';
 import { loadConfig, type Config } from '../../src/config';
-import { TEST_INTENT_SECRET } from './secrets';
+import { TEST_CODEC_KEYS, TEST_INTENT_SECRET } from './secrets';
 
 /** A config for one test: the run's services, a task queue and a key prefix of the test's own. */
 export function testConfig(testName: string, overrides: NodeJS.ProcessEnv = {}): Config {
@@ -18,6 +18,7 @@ export function testConfig(testName: string, overrides: NodeJS.ProcessEnv = {}):
     REDIS_URL: inject('redisUrl'),
     REDIS_KEY_PREFIX: `${inject('runPrefix')}${digest}:`,
     INTENT_KEY_SECRET: TEST_INTENT_SECRET.toString('base64'),
+    SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
     ...overrides,
   });
 }

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { FAILURE_CONVERTER_PATH } from '../../src/codec';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
@@ -58,7 +59,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const bundleDir = mkdtempSync(path.join(tmpdir(), 'rs-bundle-'));
   const workflowBundlePath = path.join(bundleDir, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(ROOT, 'src/workflows'), logger: quietLogger });
+  // With the failure converter of the encryption codec, as the workers' own bundle has it.
+  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(ROOT, 'src/workflows'), failureConverterPath: FAILURE_CONVERTER_PATH, logger: quietLogger });
   writeFileSync(workflowBundlePath, code);
 
   project.provide('temporalAddress', env.address);

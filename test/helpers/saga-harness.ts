@@ -14,6 +14,7 @@ import { requireIntentSecret, type Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
+import { dataConverterOf } from '../../src/temporal';
 import { createWorker, type AppWorker } from '../../src/worker';
 import { sagaTypesFor, type SagaTypes, type SimulatedOrderInput } from '../../src/sagas';
 import type { SagaTimings } from '../../src/shared';
@@ -62,7 +63,7 @@ export async function startHarness(
   const pool = createPool(config.db);
   const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
-  const temporal = new Client({ connection, namespace: config.temporal.namespace });
+  const temporal = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
   const newClient = (timings: Partial<SagaTimings> = {}) =>
     new SagaClient({
       client: temporal,

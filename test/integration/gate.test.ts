@@ -11,8 +11,10 @@ import type { Pool } from 'pg';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
 import { SagaClient } from '../../src/client';
-import type { Config } from '../../src/config';
+import { EncryptionCodec, createCodecServer } from '../../src/codec';
+import { requireCodecKeys, type Config } from '../../src/config';
 import { ordersTable, type FencedTable } from '../../src/db';
 import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
@@ -366,10 +368,20 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
 
 describe('a saga started by a plain Temporal client', () => {
   const run = promisify(execFile);
+  // The CLI encrypts and decrypts through a codec server over real HTTP, as any plain client must.
+  let codecServer: FastifyInstance;
+  let codecEndpoint = '';
+  beforeAll(async () => {
+    codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(h.config)), corsOrigins: [], namespaces: [h.config.temporal.namespace] });
+    codecEndpoint = await codecServer.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await codecServer?.close();
+  });
   const temporal = (args: string[]) => {
     const cli = inject('temporalCli');
     if (!cli) throw new Error('these tests need the Temporal CLI that scripts/ensure-temporal finds');
-    return run(cli, [...args, '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace]);
+    return run(cli, [...args, '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
   };
   const startByType = (workflowId: string, input: unknown) =>
     temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
+import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
 import { intentKey } from '../../src/rms';
@@ -174,6 +175,49 @@ describe('the order saga', () => {
     expect(retry.reservation.status).toBe('SUCCESS');
     expect(retry.intentKey).toBe(started.intentKey);
     await h.client.result(retry.workflowId);
+  });
+
+  it('keeps the order data and the failure messages out of Temporal in clear: every payload is encrypted', async () => {
+    const cart = order({ customer: `secret-customer-${randomUUID()}`, payment: { card: DECLINED_CARD } });
+    const started = await h.client.start('order', cart);
+    const final = await h.client.result(started.workflowId);
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
+
+    // The history as Temporal stores it (and anyone with read access to the namespace sees it).
+    const history = await h.client.temporal.workflowService.getWorkflowExecutionHistory({
+      namespace: h.config.temporal.namespace,
+      execution: { workflowId: started.workflowId },
+    });
+    const raw = JSON.stringify(history.history);
+    const bytes = Buffer.from(temporal.api.history.v1.History.encode(history.history!).finish()).toString('latin1');
+    for (const secret of [cart.customer, cart.payment.card, 'the card was declined']) {
+      expect(raw).not.toContain(secret);
+      expect(bytes).not.toContain(secret);
+    }
+    // Every payload of the history is the codec's, and the saga still reads in clear through the client.
+    const encodings = new Set<string>();
+    const visit = (value: unknown, at: string): void => {
+      if (Array.isArray(value)) value.forEach((v, i) => visit(v, `${at}[${i}]`));
+      else if (value && typeof value === 'object') {
+        const payload = value as { metadata?: Record<string, Uint8Array>; data?: Uint8Array };
+        if (payload.metadata?.encoding && payload.data) encodings.add(`${Buffer.from(payload.metadata.encoding).toString()} ${at.replace(/\[\d+\]/g, '')}`);
+        for (const [k, v] of Object.entries(value)) visit(v, `${at}.${k}`);
+      }
+    };
+    visit(history.history, '');
+    // In clear only what Temporal itself must read: the search attributes (saga type, phase, outcome,
+    // the keyed intent hash) and the SDK's own marker bookkeeping (patch ids, local activity metadata).
+    const clear = [...encodings].filter((e) => !e.startsWith('binary/encrypted '));
+    expect(clear.filter((e) => !/searchAttributes\.indexedFields\.|markerRecordedEventAttributes\.details\.(patch-data|data)\.payloads$/.test(e))).toEqual([]);
+    expect([...encodings]).toEqual(
+      expect.arrayContaining([
+        'binary/encrypted .events.workflowExecutionStartedEventAttributes.input.payloads',
+        'binary/encrypted .events.activityTaskScheduledEventAttributes.input.payloads',
+        'binary/encrypted .events.activityTaskFailedEventAttributes.failure.encodedAttributes',
+        'binary/encrypted .events.markerRecordedEventAttributes.details.result.payloads',
+      ]),
+    );
+    expect(final.errors.some((e) => e.message.includes('the card was declined'))).toBe(true);
   });
 
   it('compensates a declined payment: no charge recorded, row COMPENSATED', async () => {

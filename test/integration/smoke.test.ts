@@ -2,6 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { inject, describe, expect, it } from 'vitest';
 import { smokeWorkflow } from '../../src/workflows';
+import { dataConverterOf } from '../../src/temporal';
 import { createWorker } from '../../src/worker';
 import { testConfig } from '../helpers/context';
 
@@ -15,7 +16,7 @@ describe('the whole chain', () => {
       workflowBundle: { codePath: inject('workflowBundlePath') },
     });
     const connection = await Connection.connect({ address: config.temporal.address });
-    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
     try {
       const result = await worker.runUntil(async () => {
         const first = await client.workflow.execute(smokeWorkflow, {
