@@ -131,7 +131,9 @@ describe('the README and docs/', () => {
         // As the CLI would run it: a test knob (`simulate`) only with SAGA_SIMULATIONS=true in front.
         const config = loadConfig(command.env);
         const options = { idempotencyKey: optionValue(args, '--idempotency-key'), timings: { ...config.saga, compensationAttempts: 1 }, types: sagaTypesFor(config), intentSecret: TEST_INTENT_SECRET };
-        expect(() => prepareSaga(type!, JSON.parse(data), options), `${file}: ${command.line}`).not.toThrow();
+        // `@path` names a file of the repository (the CLI reads it from the working directory).
+        const json = data.startsWith('@') ? read(data.slice(1)) : data;
+        expect(() => prepareSaga(type!, JSON.parse(json), options), `${file}: ${command.line}`).not.toThrow();
       }
     }
   });
