@@ -4,13 +4,11 @@
  * same scripts by EVALSHA), the seed's multi-round-trip flow, and node-redlock.
  */
 import { randomInt, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import Redlock, { ExecutionError } from 'redlock';
-import { PROJECT_ROOT } from '../src/paths';
 import { Rms, createRedis, intentKeys } from '../src/rms';
+import { scriptSource } from '../src/rms/scripts';
 import { CpuMeter } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
 import { closedLoop } from './lib/load';
@@ -50,8 +48,8 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
   const details: Record<string, unknown> = { leaseMs: LEASE_MS, keyspace, nodeConnections: 1 };
 
   try {
-    const reserveSha = (await admin.script('LOAD', readFileSync(path.join(PROJECT_ROOT, 'lua/reserve.lua'), 'utf8'))) as string;
-    const releaseSha = (await admin.script('LOAD', readFileSync(path.join(PROJECT_ROOT, 'lua/release.lua'), 'utf8'))) as string;
+    const reserveSha = (await admin.script('LOAD', scriptSource('reserve.lua'))) as string;
+    const releaseSha = (await admin.script('LOAD', scriptSource('release.lua'))) as string;
     const randomKey = `${INTENT_STEM}__rand_int__`;
     const limitSession = randomUUID();
 

@@ -16,15 +16,7 @@ Replies
   {'FREED'}       entity_exists is the tombstone of the caller's token or a newer one (see free.lua):
                   the caller's saga was undone, this is a late attempt; nothing written ]]
 
--- a > b for decimal strings without leading zeros (any length; no float, no locale).
-local function greater(a, b)
-  if #a ~= #b then return #a > #b end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return false
-end
+-- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
 local processing, exists = KEYS[1], KEYS[2]
 local expected, token, existsTtlMs = ARGV[1], ARGV[2], ARGV[3]

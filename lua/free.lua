@@ -11,15 +11,7 @@ Replies
                   holds the tombstone of this token (no TTL)
 Needs Redis >= 6.0 (KEEPTTL). ]]
 
--- a > b for decimal strings without leading zeros (any length; no float, no locale).
-local function greater(a, b)
-  if #a ~= #b then return #a > #b end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return false
-end
+-- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
 local exists = KEYS[1]
 

@@ -14,15 +14,7 @@ Replies
                               was undone after the caller read PostgreSQL; nothing is marked
   error 'RMS_CORRUPT ...'     the fence key holds something that is not a token ]]
 
--- a > b for decimal strings without leading zeros (any length; no float, no locale).
-local function greater(a, b)
-  if #a ~= #b then return #a > #b end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return false
-end
+-- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
 local exists, fence = KEYS[1], KEYS[2]
 local token, existsTtlMs, session = ARGV[1], ARGV[2], ARGV[3]

@@ -26,15 +26,7 @@ Needs Redis >= 5 (effects replication: TIME before a write). ]]
 
 local MAX_TOKEN = '9223372036854775807'
 
--- a > b for decimal strings without leading zeros (any length; no float, no locale).
-local function greater(a, b)
-  if #a ~= #b then return #a > #b end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return false
-end
+-- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
 -- s + 1 for a decimal string.
 local function increment(s)

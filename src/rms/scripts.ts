@@ -28,10 +28,16 @@ export type RmsClient = (Redis | Cluster) & Record<ScriptName, (...keysThenArgs:
 
 let sources: Record<ScriptName, string> | undefined;
 
+/**
+ * The source Redis runs for `file` of `lua/`: the shared helpers of `lua/lib/tokens.lua` (a script
+ * cannot import), then the script itself.
+ */
+export function scriptSource(file: string): string {
+  return `${readFileSync(path.join(LUA_DIR, 'lib/tokens.lua'), 'utf8')}\n${readFileSync(path.join(LUA_DIR, file), 'utf8')}`;
+}
+
 function loadSources(): Record<ScriptName, string> {
-  sources ??= Object.fromEntries(
-    Object.entries(SCRIPTS).map(([name, { file }]) => [name, readFileSync(path.join(LUA_DIR, file), 'utf8')]),
-  ) as Record<ScriptName, string>;
+  sources ??= Object.fromEntries(Object.entries(SCRIPTS).map(([name, { file }]) => [name, scriptSource(file)])) as Record<ScriptName, string>;
   return sources;
 }
 
