@@ -20,7 +20,7 @@ import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
-import { sagaSessionId } from '../../src/sagas';
+import { DECLINED_CARD, sagaSessionId } from '../../src/sagas';
 import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
@@ -378,10 +378,11 @@ describe('a saga started by a plain Temporal client', () => {
   afterAll(async () => {
     await codecServer?.close();
   });
-  const temporal = (args: string[]) => {
+  const temporal = (args: string[], options: { codec: boolean } = { codec: true }) => {
     const cli = inject('temporalCli');
     if (!cli) throw new Error('these tests need the Temporal CLI that scripts/ensure-temporal finds');
-    return run(cli, [...args, '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
+    const codec = options.codec ? ['--codec-endpoint', codecEndpoint] : [];
+    return run(cli, [...args, '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace, ...codec], { maxBuffer: 64 * 1024 * 1024 });
   };
   const startByType = (workflowId: string, input: unknown) =>
     temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
@@ -394,6 +395,47 @@ describe('a saga started by a plain Temporal client', () => {
     expect(err).toBeInstanceOf(WorkflowFailedError);
     return (err as WorkflowFailedError).cause?.message ?? '';
   };
+
+  it('shows no card number and no customer in a history exported without the codec, and the decoded input through it', async () => {
+    const email = `ada-${randomUUID()}@example.com`;
+    const completed = order({ customer: email, payment: { card: '4242424242424242' } });
+    const declined = order({ customer: email, payment: { card: DECLINED_CARD }, items: [{ sku: 'gizmo', quantity: 1, priceCents: 100 }] });
+    const sagas = await withWorker(async () => {
+      const ids: string[] = [];
+      for (const data of [completed, declined]) {
+        const started = await h.client.start('order', data);
+        await h.client.result(started.workflowId);
+        ids.push(started.workflowId);
+      }
+      return ids;
+    });
+
+    /** The export's text and the bytes of every payload in it (payload data is base64 in the JSON). */
+    const readable = (json: string): string => {
+      const parts = [json];
+      const visit = (value: unknown): void => {
+        if (Array.isArray(value)) value.forEach(visit);
+        else if (value && typeof value === 'object') {
+          const { data } = value as { data?: unknown };
+          if (typeof data === 'string') parts.push(Buffer.from(data, 'base64').toString('latin1'));
+          Object.values(value).forEach(visit);
+        }
+      };
+      visit(JSON.parse(json));
+      return parts.join('\n');
+    };
+    for (const workflowId of sagas) {
+      const { stdout: stored } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false });
+      const { stdout: decoded } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json']);
+
+      expect(stored).toContain('workflowExecutionStartedEventAttributes');
+      for (const secret of [email, '4242424242424242', DECLINED_CARD, 'the card was declined']) expect(readable(stored), workflowId).not.toContain(secret);
+      expect(readable(decoded), workflowId).toContain(email);
+    }
+    // The declined saga's failure message is in the history, readable through the codec only.
+    const { stdout: failed } = await temporal(['workflow', 'show', '--workflow-id', sagas[1]!, '--output', 'json']);
+    expect(readable(failed)).toContain('the card was declined');
+  });
 
   it('with {type, idempotencyKey, data} reserves by itself, answers through the reservation update, and a client retry finds it', async () => {
     const cart = order();

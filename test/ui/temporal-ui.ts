@@ -213,11 +213,16 @@ async function main(): Promise<number> {
     // retry-1 was started through the gate, plain-client by the Temporal CLI (the saga reserved by itself).
     for (const id of ['retry-1', 'long-write', 'plain-client']) {
       const saga = byId(id);
-      await check(`${saga.workflowId}: the event history shows ${completedTrail.join(', ')} in order`, async () => {
+      await check(`${saga.workflowId}: the event history shows ${completedTrail.join(', ')} in order, the steps named, input and result decoded by the codec server`, async () => {
         await openSaga(page, saga.url);
         expectEqual(await activityTrail(page), completedTrail, 'activities');
         const text = await page.locator('main').innerText();
-        if (!/"outcome":\s*"COMPLETED"/.test(text)) throw new Error('the Result panel does not show "outcome": "COMPLETED"');
+        // The result and the input are encrypted in Temporal: the UI shows them through the codec server.
+        if (!/"outcome":\s*"COMPLETED"/.test(text)) throw new Error('the Result panel does not show "outcome": "COMPLETED" (decoded by the codec server)');
+        if (!/"customer":\s*"/.test(text)) throw new Error('the Input panel does not show the decoded "customer"');
+        for (const summary of ['step chargePayment', 'step reserveStock']) {
+          if (!text.includes(summary)) throw new Error(`the timeline does not name the step: no "${summary}"`);
+        }
         if (id === 'retry-1') await shoot(page, path.join(SHOTS, 'completed.png'));
       });
     }
