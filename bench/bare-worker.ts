@@ -4,7 +4,7 @@
  */
 import { Worker } from '@temporalio/worker';
 import { loadConfigOrExit } from '../src/config';
-import { connectWorker } from '../src/temporal';
+import { connectWorker, dataConverterOf } from '../src/temporal';
 import { createBenchActivities } from './activities';
 
 async function main(): Promise<void> {
@@ -18,6 +18,8 @@ async function main(): Promise<void> {
       workflowsPath: require.resolve('./workflows'),
       activities: createBenchActivities(),
       shutdownGraceTime: '10 seconds',
+      // The sagas' data converter: the bench client encrypts every start, bare or saga, alike.
+      dataConverter: dataConverterOf(config),
     });
     process.stderr.write(`worker: polling ${config.temporal.address} namespace=${config.temporal.namespace} task-queue=${config.temporal.taskQueue}\n`);
     await worker.run();
