@@ -57,6 +57,8 @@ export interface SagaClientOptions {
   types?: SagaTypes;
   /** The intent-key secret, the workers' own (INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
+  /** How long a marker the gate's read-repair writes lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
+  existsTtlMs?: number;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -138,6 +140,7 @@ export class SagaClient {
         timings: { ...config.saga, compensationAttempts },
         types: sagaTypesFor(config),
         intentSecret,
+        existsTtlMs: config.entityExistsTtlMs,
       },
       async () => {
         await Promise.allSettled([connection.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);
@@ -203,7 +206,7 @@ export class SagaClient {
     const { client, rms, pool } = this.#options;
     const sessionId = sagaSessionId(client.options.namespace, workflowId);
     const table = this.#table(input.type);
-    const gate = await reserveIntent({ rms, pool }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
+    const gate = await reserveIntent({ rms, pool, existsTtlMs: this.#options.existsTtlMs }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
     if (gate.status === 'DUPLICATE') {
       if (gate.owner.sessionId !== sessionId) return this.#rejected({ status: 'DUPLICATE' });

@@ -107,6 +107,12 @@ const envSchema = z.object({
   /** Temporal heartbeat timeout of the fenced write. @default 15000 */
   HEARTBEAT_TIMEOUT_MS: positiveMs(15_000),
   /**
+   * How long an `entity_exists` marker lives in Redis, 0 for ever. A duplicate within it is answered
+   * by Redis alone; a later one by the PostgreSQL truth check (one point lookup), which writes the
+   * marker again. @default 86400000 (a day)
+   */
+  ENTITY_EXISTS_TTL_MS: z.coerce.number().int('must be a whole number of milliseconds').min(0, 'must be ≥ 0 (0: no expiry)').max(366 * 24 * 3600 * 1000).default(86_400_000),
+  /**
    * Run the saga types with their test knobs (`simulate` in an order: a long write, slow steps).
    * Only tests and the demo turn it on; in production an order with `simulate` is refused. @default false
    */
@@ -151,6 +157,8 @@ export interface Config {
   redis: { url: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
   db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number; idleInTransactionTimeoutMs: number };
   saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
+  /** TTL of the `entity_exists` markers; undefined: none (ENTITY_EXISTS_TTL_MS=0). */
+  entityExistsTtlMs?: number;
   /**
    * Whether workers and clients run the saga types with their test knobs (`sagaTypesFor` in
    * src/sagas); only tests and the demo turn it on. Must be the same for the workers and the clients
@@ -242,6 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
     simulations: e.SAGA_SIMULATIONS,
+    entityExistsTtlMs: e.ENTITY_EXISTS_TTL_MS === 0 ? undefined : e.ENTITY_EXISTS_TTL_MS,
     secrets: { intentKey: intentSecret, codecKeys, codecKeysText: codecKeys ? e.SAGA_CODEC_KEYS : undefined },
     codecServer: {
       host: codecHost,
@@ -333,6 +342,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     LEASE_MS: String(saga.leaseMs),
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
+    ENTITY_EXISTS_TTL_MS: String(config.entityExistsTtlMs ?? 0),
     SAGA_SIMULATIONS: simulations ? 'true' : 'false',
     INTENT_KEY_SECRET: secrets.intentKey?.toString('base64') ?? '',
     SAGA_CODEC_KEYS: secrets.codecKeysText ?? '',

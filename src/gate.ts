@@ -30,20 +30,30 @@ export interface GateRequest {
 }
 
 /**
+ * What the gate and the read-repair work with: the RMS, PostgreSQL, and how long a marker they write
+ * lives (ENTITY_EXISTS_TTL_MS; none when undefined).
+ */
+export interface GateDeps {
+  rms: Rms;
+  pool: Pool;
+  existsTtlMs?: number;
+}
+
+/**
  * Reserves `intentKey` for `sessionId`: one Lua call in Redis; on SUCCESS, one point lookup in
  * PostgreSQL, the truth, which Redis may have forgotten (a restart, a flush, an expired marker). A
  * REGISTERED or COMPLETED row of another token makes the answer DUPLICATE: Redis is repaired (the
  * marker records the row's owner, the fence rises to its token) and the lease just taken is given
  * back, unless that entity's saga freed the intent meanwhile (then the SUCCESS stands). Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
  */
-export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateRequest): Promise<GateAnswer> {
-  const { rms, pool } = deps;
+export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
+  const { rms } = deps;
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
   if (reserved.status !== 'SUCCESS') return reserved;
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   let row;
   try {
-    row = await req.table.find(pool, req.intentKey);
+    row = await req.table.find(deps.pool, req.intentKey);
   } catch (err) {
     // Nothing will use a lease this call took; one that was already held belongs to a running saga.
     if (!reserved.alreadyHeld) await rms.release(lease).catch(() => undefined);
@@ -51,7 +61,7 @@ export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateReq
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
     const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionId: row.sessionId } : {}) };
-    const repaired = await markEntityExists({ rms, pool }, req.table, req.intentKey, owner);
+    const repaired = await markEntityExists(deps, req.table, req.intentKey, owner);
     // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
     // and its write will take over the undone row with a higher token.
     if (repaired === 'MARKED') {
@@ -70,12 +80,12 @@ export async function reserveIntent(deps: { rms: Rms; pool: Pool }, req: GateReq
  * nothing stays marked.
  */
 export async function markEntityExists(
-  deps: { rms: Rms; pool: Pool },
+  deps: GateDeps,
   table: FencedTable,
   intentKey: string,
   owner: EntityOwner,
 ): Promise<'MARKED' | 'FREED'> {
-  const marked = await deps.rms.markExists({ intent: intentKey, ...owner });
+  const marked = await deps.rms.markExists({ intent: intentKey, ...owner, existsTtlMs: deps.existsTtlMs });
   if (marked.status === 'FREED') return 'FREED';
   const row = await table.find(deps.pool, intentKey);
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken === owner.fencingToken) return 'MARKED';

@@ -77,6 +77,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         timings: { ...config.saga, compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS },
         types: options.sagaTypes ?? sagaTypesFor(config),
         intentSecret,
+        existsTtlMs: config.entityExistsTtlMs,
       }),
       shutdownGraceTime: '10 seconds',
       dataConverter,

@@ -22,6 +22,8 @@ export interface ActivityDeps {
   types?: SagaTypes;
   /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
+  /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
+  existsTtlMs?: number;
 }
 
 /** Builds every activity the worker registers. */

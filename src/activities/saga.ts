@@ -31,6 +31,8 @@ export interface SagaActivityDeps {
   types?: SagaTypes;
   /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
+  /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
+  existsTtlMs?: number;
 }
 
 /** The holder of a reservation. */
@@ -63,7 +65,8 @@ function refuseInput(err: unknown): never {
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret }: SagaActivityDeps) {
+export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret, existsTtlMs }: SagaActivityDeps) {
+  const gate = { rms, pool, existsTtlMs };
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
     try {
@@ -77,7 +80,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
     const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionId: existing.sessionId } : {}) };
-    await markEntityExists({ rms, pool }, definition(owner.type).table, owner.intentKey, entity);
+    await markEntityExists(gate, definition(owner.type).table, owner.intentKey, entity);
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
 
@@ -102,7 +105,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number }): Promise<ReservationAnswer> {
       let answer;
       try {
-        answer = await reserveIntent({ rms, pool }, { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+        answer = await reserveIntent(gate, { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
       } catch (err) {
         refuseInput(err);
       }
@@ -166,13 +169,13 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
       const def = definition(req.type);
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
-      const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, existsTtlMs });
       if (finalized.status === 'FREED') {
         // A late attempt: the saga was undone meanwhile (the row's undo refuses a second REGISTERED).
         throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
       }
       if (finalized.status === 'LOST') {
-        await markEntityExists({ rms, pool }, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionId: req.sessionId });
+        await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionId: req.sessionId });
       }
     },
 

@@ -74,6 +74,7 @@ export async function startHarness(
       timings: { ...config.saga, compensationAttempts: 2, ...timings },
       types,
       intentSecret: requireIntentSecret(config),
+      existsTtlMs: config.entityExistsTtlMs,
     });
   return {
     config,

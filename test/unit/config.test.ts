@@ -14,6 +14,8 @@ describe('loadConfig', () => {
     expect(config.db.url).toBe('postgres://postgres@127.0.0.1:5432/reservation_saga');
     expect(config.saga).toEqual({ leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000 });
     expect(config.simulations).toBe(false);
+    expect(config.entityExistsTtlMs).toBe(86_400_000);
+    expect(loadConfig({ ENTITY_EXISTS_TTL_MS: '0' }).entityExistsTtlMs).toBeUndefined();
   });
 
   it('turns the saga simulations (test knobs) on only when SAGA_SIMULATIONS says so', () => {
