@@ -107,6 +107,12 @@ const envSchema = z.object({
   /** Temporal heartbeat timeout of the fenced write. @default 15000 */
   HEARTBEAT_TIMEOUT_MS: positiveMs(15_000),
   /**
+   * How long a step's idempotency record is kept after its last update; the schedule made at worker
+   * start purges older ones every hour. Must exceed the longest a saga can run (a purged key runs its
+   * step again). @default 604800000 (7 days)
+   */
+  IDEMPOTENCY_RETENTION_MS: positiveMs(604_800_000, 366 * 24 * 3600 * 1000).refine((v) => v >= 3_600_000, 'must be at least an hour (3600000)'),
+  /**
    * How long an `entity_exists` marker lives in Redis, 0 for ever. A duplicate within it is answered
    * by Redis alone; a later one by the PostgreSQL truth check (one point lookup), which writes the
    * marker again. @default 86400000 (a day)
@@ -159,6 +165,8 @@ export interface Config {
   saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
   /** TTL of the `entity_exists` markers; undefined: none (ENTITY_EXISTS_TTL_MS=0). */
   entityExistsTtlMs?: number;
+  /** Retention of the step idempotency records (IDEMPOTENCY_RETENTION_MS). */
+  idempotencyRetentionMs: number;
   /**
    * Whether workers and clients run the saga types with their test knobs (`sagaTypesFor` in
    * src/sagas); only tests and the demo turn it on. Must be the same for the workers and the clients
@@ -251,6 +259,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     simulations: e.SAGA_SIMULATIONS,
     entityExistsTtlMs: e.ENTITY_EXISTS_TTL_MS === 0 ? undefined : e.ENTITY_EXISTS_TTL_MS,
+    idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION_MS,
     secrets: { intentKey: intentSecret, codecKeys, codecKeysText: codecKeys ? e.SAGA_CODEC_KEYS : undefined },
     codecServer: {
       host: codecHost,
@@ -343,6 +352,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
     ENTITY_EXISTS_TTL_MS: String(config.entityExistsTtlMs ?? 0),
+    IDEMPOTENCY_RETENTION_MS: String(config.idempotencyRetentionMs),
     SAGA_SIMULATIONS: simulations ? 'true' : 'false',
     INTENT_KEY_SECRET: secrets.intentKey?.toString('base64') ?? '',
     SAGA_CODEC_KEYS: secrets.codecKeysText ?? '',

@@ -4,6 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
@@ -14,7 +15,8 @@ import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
 import { sagaTypesFor, type SagaTypes } from './sagas';
-import { connectWorker, dataConverterOf } from './temporal';
+import { ensurePurgeSchedule } from './schedules';
+import { connectClient, connectWorker, dataConverterOf } from './temporal';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
@@ -95,6 +97,15 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
   const { worker, close } = await createWorker({ config });
+  // The hourly purge of the step idempotency store, made once per task queue (visible in the UI's Schedules).
+  const connection = await connectClient(config.temporal);
+  try {
+    const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
+    const { scheduleId, created } = await ensurePurgeSchedule(client, config);
+    process.stderr.write(`worker: schedule ${scheduleId} ${created ? 'created' : 'in place'} (purges idempotency records older than ${config.idempotencyRetentionMs} ms)\n`);
+  } finally {
+    await connection.close();
+  }
   process.stderr.write(
     `worker: polling ${config.temporal.address} namespace=${config.temporal.namespace} task-queue=${config.temporal.taskQueue}${config.simulations ? ' simulations=on (test knobs accepted: never in production)' : ''}\n`,
   );

@@ -7,6 +7,7 @@ import type { Pool } from 'pg';
 import type { Rms } from '../rms';
 import type { SagaTypes } from '../sagas';
 import type { SagaTimings, SmokeResult } from '../shared';
+import { purgeIdempotencyBatch } from '../db';
 import { createSagaActivities } from './saga';
 
 /** What the activities need. */
@@ -30,6 +31,10 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createSagaActivities(deps),
+    /** One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow). */
+    async purgeIdempotencyBatch(input: { olderThanMs: number; batchSize: number }): Promise<number> {
+      return purgeIdempotencyBatch(deps.pool, input);
+    },
     /** Increments a Redis counter and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {
       const redisCounter = await deps.redis.incr(`${deps.keyPrefix}smoke:{${name}}`);

@@ -83,6 +83,20 @@ ON CONFLICT (scope, key) DO NOTHING`;
 const PURGE = `DELETE FROM idempotency_store
 WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
 
+/*
+ * One batch: the oldest records past the retention, found by the updated_at index, at most $2 of
+ * them, each locked only if no one holds it (SKIP LOCKED: a record in use is left for a later run),
+ * deleted in one short statement.
+ */
+const PURGE_BATCH = `DELETE FROM idempotency_store
+WHERE (scope, key) IN (
+  SELECT scope, key FROM idempotency_store
+  WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'
+  ORDER BY updated_at
+  LIMIT $2::int
+  FOR UPDATE SKIP LOCKED
+)`;
+
 type Attempt<T> = { kind: 'ran'; result: T } | { kind: 'replayed'; response: unknown } | { kind: 'vanished' };
 
 /**
@@ -176,6 +190,24 @@ export async function purgeIdempotencyRecords(pool: pg.Pool, input: { olderThanM
     throw new InvalidArgumentError('olderThanMs', `${String(olderThanMs)} is not a non-negative whole number of milliseconds`);
   }
   const { rowCount } = await runQuery(pool, 'purgeIdempotencyRecords', PURGE, [String(olderThanMs)]);
+  return rowCount ?? 0;
+}
+
+/**
+ * Deletes at most `batchSize` of the records {@link purgeIdempotencyRecords} would delete, oldest
+ * first, in one short statement that skips records locked by someone else; returns how many. Call it
+ * until it returns less than `batchSize` to purge everything without ever holding many locks long.
+ * @throws InvalidArgumentError when `olderThanMs` or `batchSize` is not a whole number in range.
+ */
+export async function purgeIdempotencyBatch(pool: pg.Pool, input: { olderThanMs: number; batchSize: number }): Promise<number> {
+  const { olderThanMs, batchSize } = input;
+  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
+    throw new InvalidArgumentError('olderThanMs', `${String(olderThanMs)} is not a non-negative whole number of milliseconds`);
+  }
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
+    throw new InvalidArgumentError('batchSize', `${String(batchSize)} is not a whole number from 1 to 100000`);
+  }
+  const { rowCount } = await runQuery(pool, 'purgeIdempotencyBatch', PURGE_BATCH, [String(olderThanMs), batchSize]);
   return rowCount ?? 0;
 }
 

@@ -17,7 +17,7 @@ export {
 } from './fenced-table';
 export { ordersTable } from './orders';
 export { canonicalJson, requestHash } from './canonical-json';
-export { purgeIdempotencyRecords, tombstoneIdempotencyKey, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
+export { purgeIdempotencyBatch, purgeIdempotencyRecords, tombstoneIdempotencyKey, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
 export {
   DbError,
   DbUnavailableError,

@@ -13,6 +13,8 @@ import {
   withIdempotency,
 } from '../../src/db';
 import { checkout, testPool, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
+import { eventually, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ensurePurgeSchedule, purgeScheduleId } from '../../src/schedules';
 
 const schema = uniqueSchema('idem');
 let pool: pg.Pool;
@@ -307,6 +309,42 @@ describe('purgeIdempotencyRecords', () => {
   it('refuses a negative or fractional age', async () => {
     await expect(purgeIdempotencyRecords(pool, { olderThanMs: -1 })).rejects.toThrow(/olderThanMs/);
     await expect(purgeIdempotencyRecords(pool, { olderThanMs: 1.5 })).rejects.toThrow(/olderThanMs/);
+  });
+});
+
+describe('the purge schedule (made at worker start)', () => {
+  // In this file, after the purge test: a run purges the whole table, and only this file ages records.
+  let h: SagaHarness;
+  beforeAll(async () => {
+    h = await startHarness('idempotency purge schedule');
+  });
+  afterAll(async () => {
+    await h.client.temporal.schedule.getHandle(purgeScheduleId(h.config.temporal.taskQueue)).delete().catch(() => undefined);
+    await h.stop();
+  });
+
+  it('is made once, and its run deletes the records past IDEMPOTENCY_RETENTION_MS in batches, keeping younger ones', async () => {
+    const scope = uniqueId('scheduled-purge');
+    for (const key of ['old-1', 'old-2', 'old-3', 'young']) await withIdempotency(pool, { scope, key, payload: key }, async () => key);
+    const aged = h.config.idempotencyRetentionMs / 1000 + 3600;
+    await pool.query(`UPDATE idempotency_store SET updated_at = now() - $2::float8 * interval '1 second' WHERE scope = $1 AND key LIKE 'old-%'`, [scope, aged]);
+
+    const first = await ensurePurgeSchedule(h.client.temporal, h.config);
+    const second = await ensurePurgeSchedule(h.client.temporal, h.config);
+    expect([first.created, second.created]).toEqual([true, false]);
+    const schedule = h.client.temporal.schedule.getHandle(first.scheduleId);
+    const described = await schedule.describe();
+    expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'purgeIdempotencyStore', taskQueue: h.config.temporal.taskQueue });
+    expect(described.spec.intervals).toMatchObject([{ every: 3_600_000 }]);
+
+    await schedule.trigger();
+    const run = await eventually(() => schedule.describe(), (d) => d.info.recentActions.length > 0, 'the triggered run to start');
+    const result = await h.client.temporal.workflow.getHandle(run.info.recentActions[0]!.action.workflow.workflowId).result();
+
+    expect(result).toMatchObject({ deleted: expect.any(Number), batches: expect.any(Number) });
+    expect((result as { deleted: number }).deleted).toBeGreaterThanOrEqual(3);
+    const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1', [scope]);
+    expect(rows.map((r) => r.key)).toEqual(['young']);
   });
 });
 
