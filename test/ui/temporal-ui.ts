@@ -19,6 +19,7 @@ import path from 'node:path';
 import { Cluster } from 'ioredis';
 import pg from 'pg';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { ENCRYPTED_ENCODING } from '../../src/codec/encryption-codec';
 import { loadConfig } from '../../src/config';
 import { createRedis } from '../../src/rms/connection';
 import type { DemoRow } from '../../scripts/demo/scenario';
@@ -69,11 +70,22 @@ function runNode(script: string, args: string[], env: NodeJS.ProcessEnv): Promis
   });
 }
 
-/** Opens a saga's page (the UI redirects to its latest run's history) and waits for the whole history. */
+/**
+ * Opens a saga's page (the UI redirects to its latest run's history) and waits for the whole history,
+ * decoded: the UI shows the events at once and their payloads once the codec server has answered
+ * (until then a payload reads as its encrypted JSON and a local activity has no "Activity Type", its
+ * type being in the marker's payload). The first page after Chromium starts is the slowest to decode.
+ */
 async function openSaga(page: Page, url: string | undefined): Promise<void> {
   if (!url) throw new Error('the demo gave this saga no UI link');
   await page.goto(url);
   await page.getByText('Workflow Execution Completed').first().waitFor({ timeout: 30_000 });
+  const rows = page.locator('[data-testid="event-summary-row"]');
+  const undecoded = [
+    rows.filter({ hasText: Buffer.from(ENCRYPTED_ENCODING).toString('base64') }),
+    rows.filter({ hasText: 'Local Activity' }).filter({ hasNotText: 'Activity Type' }),
+  ];
+  for (const row of undecoded) await row.first().waitFor({ state: 'detached', timeout: 30_000 });
 }
 
 /**
