@@ -94,6 +94,14 @@ async function main(): Promise<void> {
     shapes['by-type-conflict'] = await startByType(conflictKey, { type: 'order', idempotencyKey: conflictKey, data: held });
     const badKey = randomUUID();
     shapes['by-type-invalid'] = await startByType(badKey, { type: 'order', idempotencyKey: badKey, payload: held });
+    // The idempotency store's purge, as its schedule starts it (src/schedules.ts).
+    const purgeId = `purge-${randomUUID()}`;
+    await client.temporal.workflow.start('purgeIdempotencyStore', {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: purgeId,
+      args: [{ olderThanMs: config.idempotencyRetentionMs, batchSize: 1000, maxBatches: 500 }],
+    });
+    shapes['purge-completed'] = purgeId;
 
     const { worker, close } = await createWorker({ config });
     try {
