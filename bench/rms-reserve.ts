@@ -50,7 +50,8 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
   try {
     const reserveSha = (await admin.script('LOAD', scriptSource('reserve.lua'))) as string;
     const releaseSha = (await admin.script('LOAD', scriptSource('release.lua'))) as string;
-    const randomKey = `${INTENT_STEM}__rand_int__`;
+    // The tag of a key, 16 characters as intentTag makes them (__rand_int__ expands to 12 digits).
+    const randomKey = 'AAAA__rand_int__';
     const limitSession = randomUUID();
 
     for (const concurrency of concurrencies) {
@@ -109,7 +110,7 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
 
       // The limit of a cycle: redis-benchmark runs the reserve script, then the release script, at
       // the same client count; a cycle costs the time of one of each (1/rate_reserve + 1/rate_release).
-      // The tool draws each __rand_int__ on its own, so the three keys name three random intents:
+      // The tool draws each __rand_int__ on its own, so the two keys name two random intents:
       // fine on one server, and all absent in this keyspace, so the script takes our SUCCESS path.
       // Its release finds no lease of its own (NOT_OWNER): one DEL less than ours.
       let calibratedRps = 5000;
@@ -123,11 +124,11 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
           const stop = await meter.start();
           const reserve = await redisBenchmark(binary!, config.redis.url, {
             ...common,
-            command: ['EVALSHA', reserveSha, '3', `${prefix}processing:{${randomKey}}`, `${prefix}entity_exists:{${randomKey}}`, `${prefix}fence:{${randomKey}}`, limitSession, String(LEASE_MS)],
+            command: ['EVALSHA', reserveSha, '2', `${prefix}p{${randomKey}}`, `${prefix}e{${randomKey}}`, limitSession, String(LEASE_MS)],
           });
           const release = await redisBenchmark(binary!, config.redis.url, {
             ...common,
-            command: ['EVALSHA', releaseSha, '1', `${prefix}processing:{${randomKey}}`, `${limitSession}:1`],
+            command: ['EVALSHA', releaseSha, '1', `${prefix}p{${randomKey}}`, `${limitSession}:1`],
           });
           const { redis: redisCpu = Number.NaN } = await stop();
           calibratedRps = reserve.rps;

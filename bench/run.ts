@@ -17,6 +17,7 @@ import { renderReport, type BenchResult, type RunReport } from './lib/report';
 import type { BenchContext } from './lib/rounds';
 import { barChartSvg } from './lib/svg';
 import { WorkerFleet } from './lib/workers';
+import { keyGrowth } from './key-growth';
 import { redisMemory } from './redis-memory';
 import { rmsReserve } from './rms-reserve';
 import { sagaThroughput } from './saga-throughput';
@@ -28,6 +29,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'rms-reserve': rmsReserve,
   'duplicate-rejection': duplicateRejection,
   'redis-memory': redisMemory,
+  'key-growth': keyGrowth,
   'early-answer': earlyAnswer,
   'saga-throughput': sagaThroughput,
 };

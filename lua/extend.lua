@@ -1,6 +1,6 @@
 --[[ extend: lengthen the lease of its holder; never re-acquires a lease that has expired.
 
-KEYS[1]  <prefix>processing:{<intent>}
+KEYS[1]  <prefix>p{<tag>}   processing
 ARGV[1]  lock value <sessionId>:<token> of the caller
 ARGV[2]  new lease in milliseconds, counted from now (positive integer)
 
@@ -19,6 +19,5 @@ if redis.call('GET', processing) ~= expected then
 end
 redis.call('PEXPIRE', processing, leaseMs)
 
-local time = redis.call('TIME')
-local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local _, nowMs = serverNow() -- from lua/lib/tokens.lua
 return {'EXTENDED', nowMs + tonumber(leaseMs)}

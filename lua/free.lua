@@ -1,19 +1,29 @@
 --[[ free: end the "entity exists" marker, only when it records the caller's token (compensation).
 
-KEYS[1]  <prefix>entity_exists:{<intent>}
+KEYS[1]  <prefix>e{<tag>}   entity_exists
 ARGV[1]  the caller's token
+ARGV[2]  TTL in milliseconds of a tombstone written where no marker of this token was, or '0' for none
 
 Replies
   {'FREED'}       entity_exists recorded this token (as <sessionId>:<token>, or bare); it now holds the
                   tombstone {freed}:<token>, with the marker's TTL, which reserve treats as absent
   {'NOT_OWNER'}   entity_exists is a tombstone of this token or a newer one, or records another
                   token, left intact; or it is absent or the tombstone of an older token, and now
-                  holds the tombstone of this token (no TTL)
+                  holds the tombstone of this token (TTL ARGV[2])
 Needs Redis >= 6.0 (KEEPTTL). ]]
 
 -- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
-local exists = KEYS[1]
+local exists, tombstoneTtlMs = KEYS[1], ARGV[2]
+
+-- Writes the tombstone of `token` with the configured retention (none when '0').
+local function tombstone(token)
+  if tombstoneTtlMs ~= '0' then
+    redis.call('SET', exists, '{freed}:' .. token, 'PX', tombstoneTtlMs)
+  else
+    redis.call('SET', exists, '{freed}:' .. token)
+  end
+end
 
 --[[ Compare and delete in one script. In two round trips:
        A: GET entity_exists -> t1     (a retry of A's free deletes it; B reserves, finalizes: t2)
@@ -24,7 +34,7 @@ local marker = redis.call('GET', exists)
 if not marker then
   -- Nothing to free (Redis lost it, or the saga never got as far), but a late read-repair of this
   -- token could still come: leave the tombstone that refuses it.
-  redis.call('SET', exists, '{freed}:' .. ARGV[1])
+  tombstone(ARGV[1])
   return {'NOT_OWNER'}
 end
 --[[ An older saga's tombstone counts as absent (reserve treats it so): replace it with ours, or a
@@ -33,7 +43,7 @@ end
        B: late finalize, lease still held     sets entity_exists = tB: DUPLICATE with no entity ]]
 local olderFreed = string.match(marker, '^{freed}:([1-9]%d*)$')
 if olderFreed then
-  if greater(ARGV[1], olderFreed) then redis.call('SET', exists, '{freed}:' .. ARGV[1]) end
+  if greater(ARGV[1], olderFreed) then tombstone(ARGV[1]) end
   return {'NOT_OWNER'}
 end
 local token = string.match(marker, '^([1-9]%d*)$') or string.match(marker, '^[^{:]+:([1-9]%d*)$')

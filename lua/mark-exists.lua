@@ -1,30 +1,25 @@
 --[[ mark-exists: read-repair when PostgreSQL proves the entity exists but Redis forgot it.
 
-KEYS[1]  <prefix>entity_exists:{<intent>}
-KEYS[2]  <prefix>fence:{<intent>}
+KEYS[1]  <prefix>e{<tag>}   entity_exists
 ARGV[1]  the token PostgreSQL recorded for the entity
 ARGV[2]  TTL of entity_exists in milliseconds, or '0' for none
-ARGV[3]  the session PostgreSQL recorded with it, or '' when unknown (the marker is then the bare token)
+ARGV[3]  the tag of the session PostgreSQL recorded with it (src/rms/keys.ts), or '' when unknown (the
+         marker is then the bare token)
 
 Replies
   {'MARKED'}                  entity_exists records this token (or a newer one, which is kept: the
                               newest token owns the marker, so only its saga's compensation frees it);
-                              fence is raised to at least this token, so later tokens stay above it
+                              while the marker lives reserve answers DUPLICATE, and once it is freed
+                              its tombstone keeps later tokens above it
   {'FREED'}                   entity_exists is the tombstone of this token or a newer one: its saga
-                              was undone after the caller read PostgreSQL; nothing is marked
-  error 'RMS_CORRUPT ...'     the fence key holds something that is not a token ]]
+                              was undone after the caller read PostgreSQL; nothing is marked ]]
 
 -- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
-local exists, fence = KEYS[1], KEYS[2]
+local exists = KEYS[1]
 local token, existsTtlMs, session = ARGV[1], ARGV[2], ARGV[3]
 local value = token
 if session and session ~= '' then value = session .. ':' .. token end
-
-local last = redis.call('GET', fence)
-if last and not string.match(last, '^[1-9]%d*$') then
-  return redis.error_reply('RMS_CORRUPT fence key holds a value that is not a token')
-end
 
 --[[ Keep a newer marker. A read-repair can be slow:
        A: reads row (token t1) from PostgreSQL     saga 1 compensates, frees t1
@@ -36,9 +31,6 @@ local current = redis.call('GET', exists)
      since been undone, or one older than it. ]]
 local freedToken = current and string.match(current, '^{freed}:([1-9]%d*)$')
 if freedToken and not greater(token, freedToken) then
-  if not last or greater(token, last) then
-    redis.call('SET', fence, token)
-  end
   return {'FREED'}
 end
 -- The marker is <sessionId>:<token>, or a bare token written before owners were kept.
@@ -49,9 +41,5 @@ if not (currentToken and greater(currentToken, token)) then
   else
     redis.call('SET', exists, value)
   end
-end
-
-if not last or greater(token, last) then
-  redis.call('SET', fence, token)
 end
 return {'MARKED'}

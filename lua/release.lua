@@ -1,6 +1,6 @@
 --[[ release: give a lease back, only when the caller holds it.
 
-KEYS[1]  <prefix>processing:{<intent>}
+KEYS[1]  <prefix>p{<tag>}   processing
 ARGV[1]  lock value <sessionId>:<token> of the caller
 
 Replies

@@ -257,7 +257,7 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
         print({ intentKey: input.intentKey, rms, row: row ?? null }, !!opts.json, () =>
           [
             `intent ${input.intentKey}`,
-            `redis: ${rms.holder ? `held by ${rms.holder.sessionId} (token ${rms.holder.fencingToken}, ${rms.holder.remainingMs} ms left)` : 'not held'}, ${rms.exists ? `exists (token ${rms.existsToken}${rms.existsSessionId ? `, saga session ${rms.existsSessionId}` : ''})` : 'no entity'}`,
+            `redis: ${rms.holder ? `held by ${rms.holder.sessionId} (token ${rms.holder.fencingToken}, ${rms.holder.remainingMs} ms left)` : 'not held'}, ${rms.exists ? `exists (token ${rms.existsToken}${rms.existsSessionTag ? `, saga session ${rms.existsSessionTag}…` : ''})` : 'no entity'}`,
             `postgres: ${row ? `row ${row.id} ${row.status} (token ${row.lastFencingToken})` : 'no row'}`,
           ].join('\n'),
         );

@@ -15,7 +15,7 @@ import type { Pool } from 'pg';
 import { requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { reserveIntent, type GateAnswer } from './gate';
-import { Rms } from './rms';
+import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
 import {
@@ -209,7 +209,7 @@ export class SagaClient {
     const gate = await reserveIntent({ rms, pool, existsTtlMs: this.#options.existsTtlMs }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
     if (gate.status === 'DUPLICATE') {
-      if (gate.owner.sessionId !== sessionId) return this.#rejected({ status: 'DUPLICATE' });
+      if (gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
       // The entity is this key's own saga's: a retry of a request that already succeeded.
       return this.#answerOfExisting(input, workflowId, sessionId, gate);
     }

@@ -5,7 +5,7 @@
  */
 import type { Pool } from 'pg';
 import type { FencedTable } from './db';
-import { isSessionId, type EntityOwner, type Rms } from './rms';
+import { isSessionId, sessionTag, type EntityOwner, type Rms } from './rms';
 
 /** What the gate answers. */
 export type GateAnswer =
@@ -43,8 +43,9 @@ export interface GateDeps {
  * Reserves `intentKey` for `sessionId`: one Lua call in Redis; on SUCCESS, one point lookup in
  * PostgreSQL, the truth, which Redis may have forgotten (a restart, a flush, an expired marker). A
  * REGISTERED or COMPLETED row of another token makes the answer DUPLICATE: Redis is repaired (the
- * marker records the row's owner, the fence rises to its token) and the lease just taken is given
- * back, unless that entity's saga freed the intent meanwhile (then the SUCCESS stands). Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
+ * marker records the row's owner) and the lease just taken is given back, unless that entity's saga
+ * freed the intent meanwhile (then the SUCCESS stands). Any other row whose token is at or above the
+ * new one gets the new token raised above it (`Rms.raise`): the row's token is the one Redis forgot. Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
  */
 export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
   const { rms } = deps;
@@ -60,7 +61,7 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
     throw err;
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
-    const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionId: row.sessionId } : {}) };
+    const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionTag: sessionTag(row.sessionId) } : {}) };
     const repaired = await markEntityExists(deps, req.table, req.intentKey, owner);
     // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
     // and its write will take over the undone row with a higher token.
@@ -68,6 +69,15 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
       await rms.release(lease);
       return { status: 'DUPLICATE', owner };
     }
+  }
+  if (row && !reserved.alreadyHeld && BigInt(row.lastFencingToken) >= BigInt(reserved.fencingToken)) {
+    // The row holds a token Redis no longer knows of, at or above the new one: the clock that issued
+    // it is behind the one that issued the row's (stepped back, or a failover). Raise the new token
+    // above the row's, or the saga's fenced write would lose to a row it should take over.
+    const raised = await rms.raise({ ...lease, floor: row.lastFencingToken });
+    // LOST: the lease ended in the meantime (a lease shorter than this call); answer as reserve would.
+    if (raised.status === 'LOST') return { status: 'CONFLICT', retryAfterMs: 0 };
+    return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
 }
@@ -89,6 +99,6 @@ export async function markEntityExists(
   if (marked.status === 'FREED') return 'FREED';
   const row = await table.find(deps.pool, intentKey);
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken === owner.fencingToken) return 'MARKED';
-  await deps.rms.free({ intent: intentKey, fencingToken: owner.fencingToken });
+  await deps.rms.free({ intent: intentKey, fencingToken: owner.fencingToken, existsTtlMs: deps.existsTtlMs });
   return 'FREED';
 }

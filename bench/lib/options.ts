@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'early-answer', 'saga-throughput'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -17,6 +17,8 @@ export interface Sizes {
   duplicates: { clients: number; intentsPerRound: number; roundMs: number };
   /** Redis memory: keys created per round, and rounds. */
   memory: { keys: number; rounds: number };
+  /** Key growth: intents reserved and finalised (a tenth of them undone), and the marker retention (longer than the run takes). */
+  keyGrowth: { intents: number; retentionMs: number };
   /**
    * Early answer: requests in flight per case (every answer is measured at each); DUPLICATE and
    * CONFLICT rounds (`rounds` of them) last `rejectedRoundMs`, their warm-up `rejectedWarmupMs`;
@@ -39,6 +41,7 @@ const FULL: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 1000, warmupMs: 400, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
   memory: { keys: 100_000, rounds: 3 },
+  keyGrowth: { intents: 100_000, retentionMs: 60_000 },
   // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
   earlyAnswer: {
     concurrencies: [1, 32, 64],
@@ -56,6 +59,7 @@ const QUICK: Sizes = {
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
   memory: { keys: 100_000, rounds: 1 },
+  keyGrowth: { intents: 20_000, retentionMs: 15_000 },
   // SUCCESS at 64 in flight: one start per lane, so every lane is busy once.
   earlyAnswer: {
     concurrencies: [1, 32, 64],

@@ -8,7 +8,7 @@ import type { Pool } from 'pg';
 import { IdempotencyKeyTombstonedError, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
-import { isSessionId, RmsValidationError, type Rms } from '../rms';
+import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   SagaInputError,
@@ -79,7 +79,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
 
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
-    const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionId: existing.sessionId } : {}) };
+    const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionTag: sessionTag(existing.sessionId) } : {}) };
     await markEntityExists(gate, definition(owner.type).table, owner.intentKey, entity);
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
@@ -175,7 +175,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
         throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
       }
       if (finalized.status === 'LOST') {
-        await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionId: req.sessionId });
+        await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionTag: sessionTag(req.sessionId) });
       }
     },
 

@@ -5,7 +5,7 @@
 export { createRedis, type RedisOptions } from './connection';
 export { RmsError, RmsReplyError, RmsUnavailableError, RmsValidationError, isRedisUnavailable } from './errors';
 export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, intentKey } from './intent-key';
-export { intentKeys, type IntentKeys } from './keys';
+export { SESSION_TAG_LENGTH, intentKeys, intentTag, sessionTag, type IntentKeys } from './keys';
 export { Rms } from './rms';
 export type {
   EntityOwner,
@@ -14,6 +14,7 @@ export type {
   FreeResult,
   IntentInspection,
   MarkExistsResult,
+  RaiseResult,
   ReleaseResult,
   ReserveResult,
   RmsOptions,

@@ -1,29 +1,62 @@
 /**
- * The Redis keys of one intent. All three share the hash tag `{<intent>}`, so every script touches one
- * slot and runs unchanged on Redis Cluster.
+ * The Redis keys of one intent: `<prefix>p{<tag>}` (the lease) and `<prefix>e{<tag>}` (the entity
+ * marker). Both share the hash tag `{<tag>}`, so every script touches one slot and runs unchanged on
+ * Redis Cluster.
+ *
+ * The tag is a 96-bit digest of the intent key (16 base64url characters), not the key itself: a
+ * reservation then costs about one Redis key of the smallest size class (bench/redis-memory.ts).
+ * Two intents share a tag with probability at most n²/2⁹⁷ among n intents held in Redis at once
+ * (leases and markers within their retention): below 10⁻¹³ at 10⁸. A shared tag can only refuse a
+ * request wrongly (CONFLICT or DUPLICATE for another intent's key); it never admits a duplicate, since
+ * PostgreSQL keeps the whole intent key UNIQUE and every write is fenced there.
  */
+import { createHash } from 'node:crypto';
 
 /** The keys of one intent under a prefix. */
 export interface IntentKeys {
-  /** `<prefix>processing:{<intent>}`: the lease, value `<sessionId>:<fencingToken>`, expires with the lease. */
+  /** `<prefix>p{<tag>}`: the lease, value `<sessionId>:<fencingToken>`, expires with the lease. */
   processing: string;
-  /** `<prefix>entity_exists:{<intent>}`: the entity exists; value is `<sessionId>:<fencingToken>` of the saga that created it (or that read-repair found in PostgreSQL). */
+  /**
+   * `<prefix>e{<tag>}`: the entity exists, value `<session tag>:<fencingToken>` of the saga that
+   * created it (or that read-repair found in PostgreSQL; see {@link sessionTag});
+   * `{freed}:<fencingToken>` once that saga freed it.
+   * Lives as long as the configured marker retention.
+   */
   entityExists: string;
-  /** `<prefix>fence:{<intent>}`: the last fencing token issued for the intent; kept without a TTL. */
-  fence: string;
+}
+
+/** The hash tag of `intent`: base64url of the first 96 bits of its SHA-256. */
+export function intentTag(intent: string): string {
+  return createHash('sha256').update(intent, 'utf8').digest().subarray(0, 12).toString('base64url');
 }
 
 /**
  * The keys of `intent` under `prefix`. Callers validate both first (see `assertIntent`,
- * `assertKeyPrefix`): neither may contain a brace, or the hash tag would be wrong.
+ * `assertKeyPrefix`): the prefix may not contain a brace, or the hash tag would be wrong.
  */
 export function intentKeys(prefix: string, intent: string): IntentKeys {
-  const tag = `{${intent}}`;
-  return {
-    processing: `${prefix}processing:${tag}`,
-    entityExists: `${prefix}entity_exists:${tag}`,
-    fence: `${prefix}fence:${tag}`,
-  };
+  const tag = `{${intentTag(intent)}}`;
+  return { processing: `${prefix}p${tag}`, entityExists: `${prefix}e${tag}` };
+}
+
+/**
+ * Characters of a session id an `entity_exists` marker keeps: 66 bits of a saga's 22-character digest
+ * (sagaSessionId). The marker's owner only tells a retry of the creating request (same session) from
+ * a duplicate; tokens, unique per intent, name the owner for everything else (finalize, free, repair).
+ * Two sessions of one intent share a tag with probability 2⁻⁶⁶ per pair: then the duplicate is taken
+ * for a retry and its caller gets an error (its own saga does not exist), never a second entity. With
+ * the token, the value fits Redis's 48-byte allocation (bench/redis-memory.ts).
+ */
+export const SESSION_TAG_LENGTH = 11;
+
+/** The tag of `sessionId` a marker records: its first {@link SESSION_TAG_LENGTH} characters. */
+export function sessionTag(sessionId: string): string {
+  return sessionId.slice(0, SESSION_TAG_LENGTH);
+}
+
+/** The value of an `entity_exists` marker: `<session tag>:<fencingToken>`. */
+export function markerValue(sessionId: string, fencingToken: string): string {
+  return `${sessionTag(sessionId)}:${fencingToken}`;
 }
 
 /** The lock value stored in `processing`: `<sessionId>:<fencingToken>`. */

@@ -4,6 +4,7 @@
  * with {@link RmsReplyError}.
  */
 import { RmsReplyError } from './errors';
+import { SESSION_TAG_LENGTH } from './keys';
 import type {
   EntityOwner,
   ExtendResult,
@@ -11,6 +12,7 @@ import type {
   FreeResult,
   IntentInspection,
   MarkExistsResult,
+  RaiseResult,
   ReleaseResult,
   ReserveResult,
 } from './types';
@@ -41,6 +43,14 @@ export function toExtendResult(reply: unknown): ExtendResult {
   return unexpected('extend', reply);
 }
 
+/** Maps the reply of `raise.lua`. */
+export function toRaiseResult(reply: unknown): RaiseResult {
+  const [status, token] = asArray('raise', reply);
+  if (status === 'RAISED') return { status, fencingToken: asToken('raise', token) };
+  if (status === 'LOST') return { status };
+  return unexpected('raise', reply);
+}
+
 /** Maps the reply of `finalize.lua`. */
 export function toFinalizeResult(reply: unknown): FinalizeResult {
   const [status] = asArray('finalize', reply);
@@ -69,9 +79,9 @@ export function toMarkExistsResult(reply: unknown): MarkExistsResult {
   return unexpected('markExists', reply);
 }
 
-/** Maps the reply of `inspect.lua`: `{processing, pttl, entity_exists, fence}`, nil values as null. */
+/** Maps the reply of `inspect.lua`: `{processing, pttl, entity_exists, pttl}`, nil values as null. */
 export function toIntentInspection(intent: string, reply: unknown): IntentInspection {
-  const [processing, pttl, marker, fence] = asArray('inspect', reply, 4);
+  const [processing, pttl, marker, markerPttl] = asArray('inspect', reply, 4);
   const inspection: IntentInspection = { intent, exists: marker !== null };
   if (processing !== null) {
     const match = typeof processing === 'string' ? /^([^:]+):([1-9][0-9]*)$/.exec(processing) : null;
@@ -86,18 +96,25 @@ export function toIntentInspection(intent: string, reply: unknown): IntentInspec
   } else if (marker !== null) {
     const owner = asOwner('inspect', marker);
     inspection.existsToken = owner.fencingToken;
-    if (owner.sessionId !== undefined) inspection.existsSessionId = owner.sessionId;
+    if (owner.sessionTag !== undefined) inspection.existsSessionTag = owner.sessionTag;
   }
-  if (fence !== null) inspection.lastFencingToken = asToken('inspect', fence);
+  if (marker !== null) {
+    const remainingMs = asInteger('inspect', markerPttl);
+    if (remainingMs >= 0) inspection.markerRemainingMs = remainingMs;
+    else if (remainingMs !== -1) return unexpected('inspect', reply);
+  }
   return inspection;
 }
 
-/** An `entity_exists` value: `<sessionId>:<token>`, or a bare token written before owners were kept. */
+/**
+ * An `entity_exists` value: `<session tag>:<token>` (a whole session id on markers written before tags),
+ * or a bare token written before owners were kept.
+ */
 function asOwner(command: string, value: unknown): EntityOwner {
   if (typeof value === 'string') {
     if (TOKEN.test(value)) return { fencingToken: value };
     const match = /^([^:]+):([1-9][0-9]*)$/.exec(value);
-    if (match) return { sessionId: match[1]!, fencingToken: match[2]! };
+    if (match) return { sessionTag: match[1]!.slice(0, SESSION_TAG_LENGTH), fencingToken: match[2]! };
   }
   return unexpected(command, value);
 }

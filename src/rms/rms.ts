@@ -5,13 +5,14 @@
  */
 import { Cluster, type Redis } from 'ioredis';
 import { RmsUnavailableError, RmsValidationError, toRmsError } from './errors';
-import { intentKeys, lockValue } from './keys';
+import { intentKeys, lockValue, markerValue, sessionTag as sessionTagOf } from './keys';
 import {
   toExtendResult,
   toFinalizeResult,
   toFreeResult,
   toIntentInspection,
   toMarkExistsResult,
+  toRaiseResult,
   toReleaseResult,
   toReserveResult,
 } from './replies';
@@ -22,6 +23,7 @@ import type {
   FreeResult,
   IntentInspection,
   MarkExistsResult,
+  RaiseResult,
   ReleaseResult,
   ReserveResult,
   RmsOptions,
@@ -63,7 +65,9 @@ export class Rms {
    * Takes the lease of `intent` for `sessionId` for `leaseMs`, in one atomic step:
    * `DUPLICATE` (with the owner its marker records) when the entity exists; `CONFLICT` with the
    * holder's remaining lease when another session holds it; otherwise `SUCCESS` with a fencing token
-   * above every earlier token of the intent. When `sessionId` already holds the lease (a retry), the
+   * above every earlier token Redis still knows of (a tombstone's) and at least the server's time in
+   * microseconds, which keeps it above earlier ones Redis has let go (see `lua/reserve.lua`; the gate
+   * raises it above PostgreSQL's when needed). When `sessionId` already holds the lease (a retry), the
    * answer is the same `SUCCESS` with the same token and the current expiry, `alreadyHeld` set: the
    * lease is not lengthened.
    */
@@ -76,7 +80,7 @@ export class Rms {
     const keys = intentKeys(this.prefix, intent);
     return this.run(
       'reserve',
-      () => this.client.rmsReserve(keys.processing, keys.entityExists, keys.fence, sessionId, String(leaseMs)),
+      () => this.client.rmsReserve(keys.processing, keys.entityExists, sessionId, String(leaseMs)),
       (reply) => toReserveResult(reply, sessionId),
     );
   }
@@ -97,8 +101,25 @@ export class Rms {
   }
 
   /**
+   * Gives the holder of the lease a new token above `floor` (a token PostgreSQL already holds for the
+   * intent) and above its own, keeping the lease's end: `RAISED` with the new token, or `LOST` when
+   * the lease is not `<sessionId>:<fencingToken>` (nothing changed). The gate's truth check uses it
+   * when a row already carries a token at or above the one just issued (a clock that stepped back).
+   */
+  async raise(input: { intent: string; sessionId: string; fencingToken: string; floor: string }): Promise<RaiseResult> {
+    assertObject(input, 'input');
+    const { intent, sessionId, fencingToken, floor } = input;
+    assertIntent(intent);
+    assertSessionId(sessionId);
+    assertFencingToken(fencingToken);
+    assertFencingToken(floor, 'floor');
+    const keys = intentKeys(this.prefix, intent);
+    return this.run('raise', () => this.client.rmsRaise(keys.processing, lockValue(sessionId, fencingToken), floor), toRaiseResult);
+  }
+
+  /**
    * Promotes the lease to "the entity exists", atomically and only while the caller holds the lease:
-   * `entity_exists` records `<sessionId>:<fencingToken>` (with `existsTtlMs` when given, else without a TTL) and the
+   * `entity_exists` records `<session tag>:<fencingToken>` (see `sessionTag`; with `existsTtlMs` when given, else without a TTL) and the
    * lease is deleted → `FINALIZED`. A retry after success finds its own token recorded → `FINALIZED`
    * again. Otherwise `LOST`, with nothing written: a holder whose lease expired never marks the entity.
    * `FREED`, with nothing written, when the marker is the tombstone of this token or a newer one (the
@@ -115,7 +136,14 @@ export class Rms {
     return this.run(
       'finalize',
       () =>
-        this.client.rmsFinalize(keys.processing, keys.entityExists, lockValue(sessionId, fencingToken), fencingToken, String(existsTtlMs ?? 0)),
+        this.client.rmsFinalize(
+          keys.processing,
+          keys.entityExists,
+          lockValue(sessionId, fencingToken),
+          fencingToken,
+          String(existsTtlMs ?? 0),
+          markerValue(sessionId, fencingToken),
+        ),
       toFinalizeResult,
     );
   }
@@ -135,47 +163,50 @@ export class Rms {
    * Ends the "entity exists" marker only when it records `fencingToken` (a compensation undoing its
    * own saga): `FREED`, else `NOT_OWNER` and the marker is left intact. The marker becomes a tombstone
    * of the token, which reserve treats as absent and which a late `markExists` of that token (or an
-   * older one) cannot overwrite. A retry after `FREED` answers `NOT_OWNER`: either way the caller's
+   * older one) cannot overwrite; it keeps the marker's TTL. Where no marker of this token was (Redis
+   * lost it, or the saga never finalised), the tombstone is written all the same, living `existsTtlMs`
+   * (without a TTL when not given). A retry after `FREED` answers `NOT_OWNER`: either way the caller's
    * marker is gone.
    */
-  async free(input: { intent: string; fencingToken: string }): Promise<FreeResult> {
+  async free(input: { intent: string; fencingToken: string; existsTtlMs?: number }): Promise<FreeResult> {
     assertObject(input, 'input');
-    const { intent, fencingToken } = input;
+    const { intent, fencingToken, existsTtlMs } = input;
     assertIntent(intent);
     assertFencingToken(fencingToken);
+    if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
     const keys = intentKeys(this.prefix, intent);
-    return this.run('free', () => this.client.rmsFree(keys.entityExists, fencingToken), toFreeResult);
+    return this.run('free', () => this.client.rmsFree(keys.entityExists, fencingToken, String(existsTtlMs ?? 0)), toFreeResult);
   }
 
   /**
    * Read-repair when PostgreSQL proves the entity exists: sets `entity_exists` to
-   * `<sessionId>:<fencingToken>` (the bare token without `sessionId`; with `existsTtlMs` when given)
-   * unless it already records a higher token, and raises the fence to at least `fencingToken` so
-   * every later token is above it → `MARKED`. When the saga of this token (or a newer one) has freed
+   * `<session tag>:<fencingToken>` (the bare token without `sessionTag`, which may be given as the
+   * whole session id; with `existsTtlMs` when given) unless it already records a higher token → `MARKED`. When the saga of this token (or a newer one) has freed
    * the intent since the caller read PostgreSQL → `FREED`, and nothing is marked.
    */
-  async markExists(input: { intent: string; fencingToken: string; sessionId?: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
+  async markExists(input: { intent: string; fencingToken: string; sessionTag?: string; existsTtlMs?: number }): Promise<MarkExistsResult> {
     assertObject(input, 'input');
-    const { intent, fencingToken, sessionId, existsTtlMs } = input;
+    const { intent, fencingToken, existsTtlMs } = input;
     assertIntent(intent);
     assertFencingToken(fencingToken);
-    if (sessionId !== undefined) assertSessionId(sessionId);
+    if (input.sessionTag !== undefined) assertSessionId(input.sessionTag, 'sessionTag');
+    const tag = input.sessionTag === undefined ? '' : sessionTagOf(input.sessionTag);
     if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
     const keys = intentKeys(this.prefix, intent);
     return this.run(
       'markExists',
-      () => this.client.rmsMarkExists(keys.entityExists, keys.fence, fencingToken, String(existsTtlMs ?? 0), sessionId ?? ''),
+      () => this.client.rmsMarkExists(keys.entityExists, fencingToken, String(existsTtlMs ?? 0), tag),
       toMarkExistsResult,
     );
   }
 
-  /** Reads the lease holder (session, token, remaining lease), the marker and the last token of `intent`, at one instant. */
+  /** Reads the lease holder (session, token, remaining lease) and the marker (owner or tombstone, remaining life) of `intent`, at one instant. */
   async inspect(intent: string): Promise<IntentInspection> {
     assertIntent(intent);
     const keys = intentKeys(this.prefix, intent);
     return this.run(
       'inspect',
-      () => this.client.rmsInspect(keys.processing, keys.entityExists, keys.fence),
+      () => this.client.rmsInspect(keys.processing, keys.entityExists),
       (reply) => toIntentInspection(intent, reply),
     );
   }

@@ -12,13 +12,14 @@ const LUA_DIR = path.resolve(__dirname, '../../lua');
 
 /** Each script: its file, its key count, and whether it only reads. */
 const SCRIPTS = {
-  rmsReserve: { file: 'reserve.lua', numberOfKeys: 3, readOnly: false },
+  rmsReserve: { file: 'reserve.lua', numberOfKeys: 2, readOnly: false },
+  rmsRaise: { file: 'raise.lua', numberOfKeys: 1, readOnly: false },
   rmsExtend: { file: 'extend.lua', numberOfKeys: 1, readOnly: false },
   rmsFinalize: { file: 'finalize.lua', numberOfKeys: 2, readOnly: false },
   rmsRelease: { file: 'release.lua', numberOfKeys: 1, readOnly: false },
   rmsFree: { file: 'free.lua', numberOfKeys: 1, readOnly: false },
-  rmsMarkExists: { file: 'mark-exists.lua', numberOfKeys: 2, readOnly: false },
-  rmsInspect: { file: 'inspect.lua', numberOfKeys: 3, readOnly: true },
+  rmsMarkExists: { file: 'mark-exists.lua', numberOfKeys: 1, readOnly: false },
+  rmsInspect: { file: 'inspect.lua', numberOfKeys: 2, readOnly: true },
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;

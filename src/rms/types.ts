@@ -17,8 +17,11 @@ export type ReserveResult =
 
 /** Who created (or, by read-repair, was recorded for) an entity: what `entity_exists` holds. */
 export interface EntityOwner {
-  /** The session of the saga that created it, when the marker records one. */
-  sessionId?: string;
+  /**
+   * The tag of the session of the saga that created it (its first characters, see `sessionTag`),
+   * when the marker records one: enough to tell that saga's own retry from a duplicate.
+   */
+  sessionTag?: string;
   fencingToken: string;
 }
 
@@ -31,6 +34,12 @@ export type ExtendResult = { status: 'EXTENDED'; expiresAt: number } | { status:
  * caller's saga was already undone and this is a late attempt).
  */
 export type FinalizeResult = { status: 'FINALIZED' } | { status: 'LOST' } | { status: 'FREED' };
+
+/**
+ * Outcome of `raise`: `RAISED` with the caller's new token (the lease keeps its end), or `LOST` when
+ * the lease is not the caller's (nothing changed).
+ */
+export type RaiseResult = { status: 'RAISED'; fencingToken: string } | { status: 'LOST' };
 
 /** Outcome of `release`: `RELEASED`, or `NOT_OWNER` when the lease is not the caller's (left intact). */
 export type ReleaseResult = { status: 'RELEASED' } | { status: 'NOT_OWNER' };
@@ -54,12 +63,12 @@ export interface IntentInspection {
   exists: boolean;
   /** The token recorded in `entity_exists`, when set. */
   existsToken?: string;
-  /** The session recorded in `entity_exists`, when set with one. */
-  existsSessionId?: string;
+  /** The session tag recorded in `entity_exists`, when set with one. */
+  existsSessionTag?: string;
   /** The token whose saga freed the intent, when `entity_exists` is its tombstone. */
   freedToken?: string;
-  /** The last fencing token issued for (or repaired into) the intent, when known. */
-  lastFencingToken?: string;
+  /** How long `entity_exists` (marker or tombstone) lives on, when it is set with a TTL. */
+  markerRemainingMs?: number;
 }
 
 /** Options of {@link Rms}. */

@@ -18,7 +18,7 @@ import { requireCodecKeys, type Config } from '../../src/config';
 import { ordersTable, type FencedTable } from '../../src/db';
 import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
-import { Rms, RmsUnavailableError } from '../../src/rms';
+import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { DECLINED_CARD, sagaSessionId } from '../../src/sagas';
 import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
@@ -72,6 +72,12 @@ const intentOf = (data: unknown) => h.client.prepare('order', data).intentKey;
 const sessionOf = (workflowId: string) => sagaSessionId(h.config.temporal.namespace, workflowId);
 const tokenOf = (answer: ReservationAnswer) => (answer.status === 'SUCCESS' ? answer.fencingToken : undefined);
 const tokenOfGate = (answer: GateAnswer) => (answer.status === 'SUCCESS' ? answer.fencingToken : undefined);
+
+/** Redis loses every key of `intent` (a restart, a flush). */
+async function forget(intent: string): Promise<void> {
+  const { processing, entityExists } = intentKeys(h.config.redis.keyPrefix, intent);
+  await h.redis.del(processing, entityExists);
+}
 
 /** Another saga's entity: reserved and finalised under a session that is not any key's. */
 async function createdElsewhere(intent: string): Promise<void> {
@@ -183,17 +189,17 @@ describe('the gate', () => {
     const cart = order();
     const first = await h.client.start('order', cart);
     const done = await withWorker(() => h.client.result(first.workflowId));
-    await h.redis.del(...['processing', 'entity_exists', 'fence'].map((k) => `${h.config.redis.keyPrefix}${k}:{${first.intentKey}}`));
+    await forget(first.intentKey);
 
     const second = await h.client.start('order', cart);
 
     expect(second).toMatchObject({ reservation: { status: 'DUPLICATE' }, started: false });
     expect(await exists(second.workflowId)).toBe(false);
     const rms = await h.rms.inspect(first.intentKey);
-    expect(rms).toMatchObject({ exists: true, existsToken: done.fencingToken, existsSessionId: sessionOf(first.workflowId) });
+    expect(rms).toMatchObject({ exists: true, existsToken: done.fencingToken, existsSessionTag: sessionTag(sessionOf(first.workflowId)) });
     expect(rms.holder).toBeUndefined();
     // The first request's own retry is told its saga's answer, not DUPLICATE.
-    await h.redis.del(...['processing', 'entity_exists', 'fence'].map((k) => `${h.config.redis.keyPrefix}${k}:{${first.intentKey}}`));
+    await forget(first.intentKey);
     const retry = await h.client.start('order', cart, { idempotencyKey: first.idempotencyKey });
     expect(retry).toEqual({ ...first, outcome: 'COMPLETED' });
     expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
@@ -223,6 +229,29 @@ describe('the gate', () => {
     expect(answer.status).toBe('SUCCESS');
     expect(await h.rms.inspect(intent)).toMatchObject({ exists: false, holder: { sessionId: 'saga-b' } });
   });
+
+  it.each(['COMPENSATED', 'PROCESSING'] as const)(
+    'raises a new token above a %s row whose token Redis forgot and the clock has not reached: the saga completes',
+    async (status) => {
+      // A row written under a token from a clock an hour ahead of this one (a failover to a server
+      // whose clock is behind, or a clock stepped back), then Redis lost everything of the intent.
+      const cart = order();
+      const intent = intentOf(cart);
+      const [seconds] = await h.redis.time();
+      const ahead = `${Number(seconds) + 3600}000000`;
+      const owner = { intentKey: intent, fencingToken: ahead };
+      await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-from-the-future', data: { customer: 'a', items: [], amount_cents: 0 } });
+      if (status === 'COMPENSATED') await ordersTable.markCompensated(h.pool, owner);
+
+      const started = await h.client.start('order', cart);
+      const done = await withWorker(() => h.client.result(started.workflowId));
+
+      expect(started.reservation.status).toBe('SUCCESS');
+      expect(BigInt(tokenOf(started.reservation)!)).toBeGreaterThan(BigInt(ahead));
+      expect(done).toMatchObject({ outcome: 'COMPLETED', fencingToken: tokenOf(started.reservation) });
+      expect(await ordersTable.find(h.pool, intent)).toMatchObject({ status: 'COMPLETED', lastFencingToken: tokenOf(started.reservation) });
+    },
+  );
 
   it('burns nothing when Redis is out of reach: no workflow, and the same key later gets a fresh answer', async () => {
     const unreachable = createRedis({ ...h.config.redis, url: 'redis://127.0.0.1:1', commandTimeoutMs: 300 });
@@ -480,9 +509,7 @@ describe('a saga started by a plain Temporal client', () => {
     const failure = await withWorker(() => failureOf(workflowId), { ...h.config, simulations: false });
 
     expect(failure).toMatch(/^invalid order input at \(root\): .*simulate/);
-    const rms = await h.rms.inspect(intentOf(cart));
-    expect(rms.holder).toBeUndefined();
-    expect(rms.lastFencingToken).toBeUndefined();
+    expect(await h.rms.inspect(intentOf(cart))).toEqual({ intent: intentOf(cart), exists: false });
     expect(await ordersTable.find(h.pool, intentOf(cart))).toBeUndefined();
   });
 

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
 import { intentKeys } from '../../src/rms';
+import { DECLINED_CARD } from '../../src/sagas';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 
 let h: SagaHarness;
@@ -39,3 +40,21 @@ it('lets the marker end after ENTITY_EXISTS_TTL_MS, then answers a duplicate fro
   // And no lease left behind by the DUPLICATE answer.
   expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
 });
+
+it('leaves no key in Redis once the retention has passed, for completed and compensated sagas alike', async () => {
+  const completed = await h.client.start('order', order());
+  const compensated = await h.client.start('order', order({ payment: { card: DECLINED_CARD } }));
+  expect((await h.client.result(completed.workflowId)).outcome).toBe('COMPLETED');
+  expect((await h.client.result(compensated.workflowId)).outcome).toBe('COMPENSATED');
+  // While it lasts, every key the sagas left has an end (the marker, the tombstone).
+  const left = await keysUnder(h.config.redis.keyPrefix);
+  expect(left.length).toBeGreaterThan(0);
+  for (const key of left) expect(await h.redis.pttl(key)).toBeGreaterThan(0);
+
+  await eventually(() => keysUnder(h.config.redis.keyPrefix), (keys) => keys.length === 0, 'every key of the run to end', 10_000);
+});
+
+/** The run's keys (its own prefix; a test database's few keys, so KEYS is fine here). */
+function keysUnder(prefix: string): Promise<string[]> {
+  return h.redis.keys(`${prefix}*`);
+}

@@ -4,7 +4,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Rms, RmsValidationError, intentKey, type ReserveResult } from '../../src/rms';
+import { Rms, RmsValidationError, intentKey, intentKeys, type ReserveResult } from '../../src/rms';
 import { startBackend, testPrefix, waitForLeaseToPass, waitUntil, type RedisBackend } from '../helpers/redis-backends';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
@@ -51,7 +51,6 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(await rms.inspect(intent)).toMatchObject({
         holder: { sessionId: 'session-a', fencingToken: success.fencingToken },
         exists: false,
-        lastFencingToken: success.fencingToken,
       });
     });
 
@@ -87,7 +86,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const same = await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS });
 
       // The marker names its owner, so the owner's retry can tell its own entity from another's.
-      expect(others).toEqual({ status: 'DUPLICATE', owner: { sessionId: 'session-a', fencingToken: held.fencingToken } });
+      expect(others).toEqual({ status: 'DUPLICATE', owner: { sessionTag: 'session-a', fencingToken: held.fencingToken } });
       expect(same).toEqual(others);
     });
   });
@@ -157,6 +156,73 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const next = await reserveOk(rms, intent, 'session-b', LONG_LEASE_MS);
 
       expect(BigInt(next.fencingToken)).toBeGreaterThan(BigInt(marked));
+    });
+
+    it('raise gives the holder a token above the floor and its own, keeping the lease and its end', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      const before = await rms.inspect(intent);
+      // A floor far ahead of the clock, as a row written under a clock that ran fast would hold.
+      const floor = (BigInt(held.fencingToken) + 10n ** 12n).toString();
+
+      const raised = await rms.raise({ intent, sessionId: 'session-a', fencingToken: held.fencingToken, floor });
+      const after = await rms.inspect(intent);
+
+      expect(raised).toEqual({ status: 'RAISED', fencingToken: (BigInt(floor) + 1n).toString() });
+      expect(after.holder).toMatchObject({ sessionId: 'session-a', fencingToken: (BigInt(floor) + 1n).toString() });
+      expect(after.holder!.remainingMs).toBeLessThanOrEqual(before.holder!.remainingMs);
+      expect(after.holder!.remainingMs).toBeGreaterThan(LONG_LEASE_MS - 5_000);
+      // The old token is no one's now: the holder goes on with the new one only.
+      expect(await rms.extend({ intent, sessionId: 'session-a', fencingToken: held.fencingToken, leaseMs: LONG_LEASE_MS })).toEqual({ status: 'LOST' });
+      expect(await rms.release({ intent, sessionId: 'session-a', fencingToken: (BigInt(floor) + 1n).toString() })).toEqual({ status: 'RELEASED' });
+    });
+
+    it('raise with a floor below the holder’s token still gives a higher token, and by anyone else is LOST', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      const held = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+
+      const intruder = await rms.raise({ intent, sessionId: 'session-b', fencingToken: held.fencingToken, floor: '1' });
+      const raised = await rms.raise({ intent, sessionId: 'session-a', fencingToken: held.fencingToken, floor: '1' });
+
+      expect(intruder).toEqual({ status: 'LOST' });
+      expect(raised.status).toBe('RAISED');
+      expect(BigInt((raised as { fencingToken: string }).fencingToken)).toBeGreaterThan(BigInt(held.fencingToken));
+    });
+
+    it('are refused with RMS_CORRUPT over a tombstone that names no token, and nothing is written', async ({ task }) => {
+      const { rms, intent, prefix } = arrange(task.fullName);
+      await redis.set(intentKeys(prefix, intent).entityExists, '{freed}:x');
+
+      await expect(rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS })).rejects.toMatchObject({
+        name: 'RmsReplyError',
+        message: expect.stringContaining('RMS_CORRUPT entity_exists holds a tombstone that names no token'),
+      });
+      expect(await redis.exists(intentKeys(prefix, intent).processing)).toBe(0);
+    });
+  });
+
+  describe('retention (invariant 9: no key without an end)', () => {
+    it('gives every key it writes an end, and leaves no key once leases, markers and tombstones have lapsed', async ({ task }) => {
+      const { rms, prefix } = arrange(task.fullName);
+      const ttl = 300;
+      const intents = ['finalised', 'finalised-then-freed', 'released', 'freed-unfinalised', 'repaired', 'repaired-then-freed', 'lapsed'].map(
+        (label) => ({ label, intent: arrange(task.fullName, label).intent }),
+      );
+      for (const { label, intent } of intents) {
+        const held = label.startsWith('repaired') ? undefined : await reserveOk(rms, intent, `s-${label.length}`, label === 'lapsed' ? ttl : LONG_LEASE_MS);
+        const owner = { intent, sessionId: `s-${label.length}`, fencingToken: held?.fencingToken ?? '42' };
+        if (label.startsWith('finalised')) expect(await rms.finalize({ ...owner, existsTtlMs: ttl })).toEqual({ status: 'FINALIZED' });
+        if (label.startsWith('repaired')) expect(await rms.markExists({ ...owner, existsTtlMs: ttl })).toEqual({ status: 'MARKED' });
+        if (label.endsWith('freed') || label === 'freed-unfinalised') await rms.free({ intent, fencingToken: owner.fencingToken, existsTtlMs: ttl });
+        if (label === 'released' || label === 'freed-unfinalised') expect(await rms.release(owner)).toEqual({ status: 'RELEASED' });
+      }
+
+      const written = await backend.keys(`${prefix}*`);
+      const endless = [];
+      for (const key of written) if ((await redis.pttl(key)) < 0) endless.push(key);
+      expect(written.length).toBeGreaterThanOrEqual(5);
+      expect(endless).toEqual([]);
+      await waitUntil('every key lapses', async () => (await backend.keys(`${prefix}*`)).length === 0);
     });
   });
 
@@ -328,21 +394,21 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       // its write comes after, as would a late finalize attempt whose lease was gone.
       await rms.free({ intent, fencingToken: held.fencingToken });
 
-      await rms.markExists({ intent, fencingToken: held.fencingToken, sessionId: 'session-a' });
+      await rms.markExists({ intent, fencingToken: held.fencingToken, sessionTag: 'session-a' });
 
       expect((await rms.inspect(intent)).exists).toBe(false);
       const next = await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS });
       expect(next.status).toBe('SUCCESS');
       // The next owner's own marker and repair work as before.
       await rms.finalize({ intent, sessionId: 'session-b', fencingToken: (next as { fencingToken: string }).fencingToken });
-      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsSessionId: 'session-b' });
+      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsSessionTag: 'session-b' });
     });
 
     it('refuses a late read-repair of a token freed while Redis had no marker (after data loss)', async ({ task }) => {
       const { rms, intent } = arrange(task.fullName);
 
       const freed = await rms.free({ intent, fencingToken: '42' });
-      const repaired = await rms.markExists({ intent, fencingToken: '42', sessionId: 'session-a' });
+      const repaired = await rms.markExists({ intent, fencingToken: '42', sessionTag: 'session-a' });
 
       expect([freed, repaired]).toEqual([{ status: 'NOT_OWNER' }, { status: 'FREED' }]);
       expect(await rms.inspect(intent)).toMatchObject({ exists: false, freedToken: '42' });
@@ -379,18 +445,18 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       const marked = await rms.markExists({ intent, fencingToken: '42' });
 
       expect(marked).toEqual({ status: 'MARKED' });
-      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsToken: '42', lastFencingToken: '42' });
+      expect(await rms.inspect(intent)).toEqual({ intent, exists: true, existsToken: '42' });
       expect((await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS })).status).toBe('DUPLICATE');
     });
 
     it('markExists records the owner PostgreSQL names, and free by its token removes that marker', async ({ task }) => {
       const { rms, intent } = arrange(task.fullName);
 
-      await rms.markExists({ intent, fencingToken: '42', sessionId: 'session-a' });
+      await rms.markExists({ intent, fencingToken: '42', sessionTag: 'session-a' });
 
       expect(await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS })).toEqual({
         status: 'DUPLICATE',
-        owner: { sessionId: 'session-a', fencingToken: '42' },
+        owner: { sessionTag: 'session-a', fencingToken: '42' },
       });
       expect(await rms.free({ intent, fencingToken: '4' })).toEqual({ status: 'NOT_OWNER' });
       expect(await rms.free({ intent, fencingToken: '42' })).toEqual({ status: 'FREED' });
@@ -398,16 +464,16 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
 
     it('keeps working on a marker written before owners were kept (the bare token)', async ({ task }) => {
       const { rms, intent, prefix } = arrange(task.fullName);
-      await redis.set(`${prefix}entity_exists:{${intent}}`, '42');
+      await redis.set(intentKeys(prefix, intent).entityExists, '42');
 
       const duplicate = await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS });
-      await rms.markExists({ intent, fencingToken: '41', sessionId: 'session-b' });
+      await rms.markExists({ intent, fencingToken: '41', sessionTag: 'session-b' });
       const kept = await rms.inspect(intent);
       const freed = await rms.free({ intent, fencingToken: '42' });
 
       expect(duplicate).toEqual({ status: 'DUPLICATE', owner: { fencingToken: '42' } });
       expect(kept).toMatchObject({ exists: true, existsToken: '42' });
-      expect(kept.existsSessionId).toBeUndefined();
+      expect(kept.existsSessionTag).toBeUndefined();
       expect(freed).toEqual({ status: 'FREED' });
     });
 
@@ -418,7 +484,7 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
 
       await rms.markExists({ intent, fencingToken: (BigInt(held.fencingToken) - 1n).toString() });
 
-      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsToken: held.fencingToken, lastFencingToken: held.fencingToken });
+      expect(await rms.inspect(intent)).toMatchObject({ exists: true, existsToken: held.fencingToken });
       expect(await rms.free({ intent, fencingToken: held.fencingToken })).toEqual({ status: 'FREED' });
     });
 
@@ -465,8 +531,8 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(reserved.map((r) => r.status)).toEqual(hashed.map(() => 'SUCCESS'));
       for (const refusal of refusals) expect(refusal).toBeInstanceOf(RmsValidationError);
       const keys = await backend.keys(`${prefix}*`);
-      expect(keys).toHaveLength(hashed.length * 2); // processing + fence per intent
-      const safe = new RegExp(`^${escapeRegExp(prefix)}(processing|entity_exists|fence):\\{order:[A-Za-z0-9_-]{43}\\}$`);
+      expect(keys).toHaveLength(hashed.length); // the lease, and nothing else, per intent
+      const safe = new RegExp(`^${escapeRegExp(prefix)}[pe]\\{[A-Za-z0-9_-]{16}\\}$`);
       expect(keys.filter((key) => !safe.test(key))).toEqual([]);
     });
 
@@ -504,12 +570,13 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
             rejection(rms.release({ intent: bad, sessionId: 'session-a', fencingToken: '1' })),
             rejection(rms.free({ intent: bad, fencingToken: '1' })),
             rejection(rms.markExists({ intent: bad, fencingToken: '1' })),
+            rejection(rms.raise({ intent: bad, sessionId: 'session-a', fencingToken: '1', floor: '1' })),
             rejection(rms.inspect(bad)),
           ];
         }),
       );
 
-      expect(errors).toHaveLength(hostile.length * 7);
+      expect(errors).toHaveLength(hostile.length * 8);
       for (const error of errors) {
         expect(error).toBeInstanceOf(RmsValidationError);
         expect((error as RmsValidationError).field).toBe('intent');

@@ -61,7 +61,7 @@ describe.each(['own-single', 'cluster'] as const)('the RMS when %s Redis loses i
     const after = await rms.reserve({ intent, sessionId: 'after', leaseMs: LEASE_MS });
     if (after.status === 'SUCCESS') tokens.push(BigInt(after.fencingToken));
 
-    expect(forgotten).toEqual({ intent, exists: false }); // the fence really is gone
+    expect(forgotten).toEqual({ intent, exists: false }); // Redis really forgot the intent
     expect(after.status).toBe('SUCCESS');
     expect(tokens).toHaveLength(1001);
     expect(tokens.filter((token, i) => i > 0 && token <= tokens[i - 1]!)).toEqual([]);

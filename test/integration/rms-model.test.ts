@@ -23,7 +23,7 @@
  * - late: lets a zombie's waiting call go, however long after its saga moved on;
  * - crash: a zombie's worker dies (SIGKILL): the attempt never takes another step;
  * - expireLease: the intent's `processing` key goes, as at the end of a lease;
- * - loseRedis: the intent's keys (processing, entity_exists, fence) go, as in a flush or a restart.
+ * - loseRedis: the intent's keys (processing, entity_exists) go, as in a flush or a restart.
  * arrive, timeout, late and crash pick among what they can act on (`waiting[k]`, `busy[k]`, `zombie[k]`:
  * the k-th, modulo their number, in order), so few commands are wasted.
  * After the commands every attempt still in flight (but a crashed one) is let go, one call at a time;
@@ -317,7 +317,7 @@ class World {
   async loseRedis(intent: number): Promise<void> {
     this.trace.push(`loseRedis(intent${intent})`);
     const keys = intentKeys(this.env.prefix, this.model.intents[intent]!.key);
-    await this.env.redis.del(keys.processing, keys.entityExists, keys.fence);
+    await this.env.redis.del(keys.processing, keys.entityExists);
     await this.settle();
   }
 
@@ -341,8 +341,8 @@ class World {
       await this.waitQuiet().catch(() => undefined);
     }
     const keys = this.model.intents.flatMap((i) => {
-      const { processing, entityExists, fence } = intentKeys(this.env.prefix, i.key);
-      return [processing, entityExists, fence];
+      const { processing, entityExists } = intentKeys(this.env.prefix, i.key);
+      return [processing, entityExists];
     });
     await this.env.redis.del(...keys);
     await this.env.pool.query('DELETE FROM orders WHERE intent_key = ANY($1)', [this.model.intents.map((i) => i.key)]);
@@ -786,7 +786,7 @@ function holderOf(i: IntentInspection): string {
 }
 
 function markerOf(i: IntentInspection): string {
-  return i.exists ? `${i.existsSessionId ?? ''}:${i.existsToken}` : 'none';
+  return i.exists ? `${i.existsSessionTag ?? ''}:${i.existsToken}` : 'none';
 }
 
 function rowOf(row: FencedRow | undefined): string {

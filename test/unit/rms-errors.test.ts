@@ -38,7 +38,7 @@ describe('Redis error classification', () => {
   it.each([
     ['a wrong-type reply', replyError('WRONGTYPE Operation against a key holding the wrong kind of value')],
     ['a script error', replyError('ERR user_script:1: Script attempted to access nonexistent global variable')],
-    ['an RMS corruption report', replyError('RMS_CORRUPT fence key holds a value that is not a token')],
+    ['an RMS corruption report', replyError('RMS_CORRUPT entity_exists holds a tombstone that names no token')],
     ['a thrown string', 'boom'],
   ])('counts %s as an unexpected reply, not an outage', (_label, error) => {
     const translated = toRmsError(error, 'extend');

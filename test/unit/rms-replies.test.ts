@@ -6,6 +6,7 @@ import {
   toFreeResult,
   toIntentInspection,
   toMarkExistsResult,
+  toRaiseResult,
   toReleaseResult,
   toReserveResult,
 } from '../../src/rms/replies';
@@ -22,7 +23,7 @@ describe('reply mapping', () => {
       alreadyHeld: false,
     });
     expect(toReserveResult(['SUCCESS', '17', 5, 1], 'session-a')).toMatchObject({ alreadyHeld: true });
-    expect(toReserveResult(['DUPLICATE', 'session-b:12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { sessionId: 'session-b', fencingToken: '12' } });
+    expect(toReserveResult(['DUPLICATE', 'session-b:12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { sessionTag: 'session-b', fencingToken: '12' } });
     // A marker written before owners were kept: the bare token.
     expect(toReserveResult(['DUPLICATE', '12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { fencingToken: '12' } });
     expect(toReserveResult(['CONFLICT', 4997], 'session-a')).toEqual({ status: 'CONFLICT', retryAfterMs: 4997 });
@@ -49,24 +50,30 @@ describe('reply mapping', () => {
   });
 
   it('maps an inspection with everything set', () => {
-    const inspection = toIntentInspection(intent, ['session-a:17', 900, 'session-b:12', '17']);
+    const inspection = toIntentInspection(intent, ['session-a:17', 900, 'session-b:12', 86_000]);
 
     expect(inspection).toEqual({
       intent,
       holder: { sessionId: 'session-a', fencingToken: '17', remainingMs: 900 },
       exists: true,
       existsToken: '12',
-      existsSessionId: 'session-b',
-      lastFencingToken: '17',
+      existsSessionTag: 'session-b',
+      markerRemainingMs: 86_000,
     });
   });
 
+  it('keeps the tag of a marker written with a whole session id, and reports no end for a marker without a TTL', () => {
+    const inspection = toIntentInspection(intent, [null, -2, 'wBpYq0n3S8uXcD2r9TtFkA:12', -1]);
+
+    expect(inspection).toEqual({ intent, exists: true, existsToken: '12', existsSessionTag: 'wBpYq0n3S8u' });
+  });
+
   it('maps an inspection of a freed intent: its tombstone is no entity', () => {
-    expect(toIntentInspection(intent, [null, -2, '{freed}:12', '12'])).toEqual({ intent, exists: false, freedToken: '12', lastFencingToken: '12' });
+    expect(toIntentInspection(intent, [null, -2, '{freed}:12', 500])).toEqual({ intent, exists: false, freedToken: '12', markerRemainingMs: 500 });
   });
 
   it('maps an inspection of an untouched intent', () => {
-    expect(toIntentInspection(intent, [null, -2, null, null])).toEqual({ intent, exists: false });
+    expect(toIntentInspection(intent, [null, -2, null, -2])).toEqual({ intent, exists: false });
   });
 
   it.each([
@@ -89,7 +96,10 @@ describe('reply mapping', () => {
     ['inspect', () => toIntentInspection(intent, [null, -2, null])],
     ['inspect', () => toIntentInspection(intent, ['no-token-here', 900, null, null])],
     ['inspect', () => toIntentInspection(intent, ['session-a:17', -1, null, null])],
-    ['inspect', () => toIntentInspection(intent, [null, -2, 'garbage', null])],
+    ['inspect', () => toIntentInspection(intent, [null, -2, 'garbage', -1])],
+    ['inspect', () => toIntentInspection(intent, [null, -2, 'session-b:12', -2])],
+    ['raise', () => toRaiseResult(['RAISED', '0'])],
+    ['raise', () => toRaiseResult(['EXTENDED', 5])],
   ])('refuses an unexpected %s reply with RmsReplyError', (command, map) => {
     let error: unknown;
     try {
