@@ -7,7 +7,7 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal test test-unit test-integration test-ui lint typecheck demo dev dev-down bench build
+.PHONY: help install temporal cli test test-unit test-integration test-ui lint typecheck demo dev dev-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
 	@echo "make dev-down    stop what make dev started"
+	@echo "make cli         compile src/ into .build/ for bin/saga (only when a source changed)"
 	@echo "make lint        eslint (with the workflow sandbox rule)"
 	@echo "make bench       benchmarks"
 
@@ -30,6 +31,10 @@ install: $(STAMP)
 temporal:
 	@scripts/ensure-temporal >/dev/null
 
+# The compiled CLI that bin/saga runs (.build/, git-ignored); rebuilt only when a source changed.
+cli: install
+	@scripts/build-cli
+
 lint: install
 	npx eslint . --max-warnings 0
 
@@ -39,16 +44,16 @@ typecheck: install
 test-unit: install
 	npx vitest run --project unit
 
-test-integration: install temporal
+test-integration: install temporal cli
 	npx vitest run --project integration
 
-test: install temporal lint typecheck
+test: install temporal cli lint typecheck
 	npx vitest run
 
 build: install
 	npm run --silent build
 
-dev: install temporal
+dev: install temporal cli
 	@scripts/dev-up
 
 dev-down:
@@ -56,12 +61,12 @@ dev-down:
 
 # The demo starts the dev stack itself (scripts/dev-up), so that Ctrl-C stops only what it started.
 # Plain node (not npx): Ctrl-C then reaches the demo directly and it can stop its worker and server.
-demo: install temporal
+demo: install temporal cli
 	@node --import tsx scripts/demo.ts $(ARGS)
 
 # Installs Debian's chromium when missing; the dev server, database and key prefix are its own.
-test-ui: install temporal
+test-ui: install temporal cli
 	@scripts/test-ui $(ARGS)
 
-bench: install temporal
+bench: install temporal cli
 	npx tsx bench/run.ts $(ARGS)

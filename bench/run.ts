@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { PROJECT_ROOT } from '../src/paths';
+import { cliLatency } from './cli-latency';
 import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
 import { machineInfo, startServices } from './lib/environment';
@@ -32,6 +33,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'key-growth': keyGrowth,
   'early-answer': earlyAnswer,
   'saga-throughput': sagaThroughput,
+  'cli-latency': cliLatency,
 };
 
 async function main(): Promise<number> {

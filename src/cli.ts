@@ -1,16 +1,17 @@
 /**
  * The `saga` command line. Every command prints JSON with --json; exit codes are listed in EXIT.
+ *
+ * Only commander is loaded up front: each command imports what it needs (the Temporal client, ioredis,
+ * pg, zod, the codec, fastify) when it runs, so `saga --help` or a usage error answers at once. The
+ * imports name `.js` files: compiled (bin/saga runs `.build/cli.js`), a dynamic import resolves like
+ * ESM, and tsx maps them to the sources.
  */
 import { createReadStream } from 'node:fs';
 import { once } from 'node:events';
 import { Command, CommanderError, Option } from 'commander';
-import { ConfigError, loadConfigOrExit, requireCodecKeys, requireIntentSecret, type Config } from './config';
-import { SagaClient, type StartedSaga } from './client';
-import { createPool } from './db/pool';
-import { Rms } from './rms';
-import { createRedis } from './rms/connection';
-import { prepareSaga, SagaInputError, sagaDefinition, sagaTypesFor } from './sagas';
-import { isTerminal, type SagaState } from './shared';
+import type { Config } from './config';
+import type { SagaClient, StartedSaga } from './client';
+import type { SagaState } from './shared';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -94,6 +95,7 @@ function exitForState(state: SagaState): number {
 async function follow(client: SagaClient, started: StartedSaga): Promise<SagaState> {
   const done = client.result(started.workflowId);
   if (!process.stderr.isTTY) return done;
+  const { isTerminal } = await import('./shared/index.js');
   const t0 = Date.now();
   const say = (line: string) => process.stderr.write(`  +${((Date.now() - t0) / 1000).toFixed(1)}s  ${line}\n`);
   say(`${started.workflowId}: ${started.reservation.status}; following it (Ctrl-C stops following, not the saga)`);
@@ -127,8 +129,11 @@ async function follow(client: SagaClient, started: StartedSaga): Promise<SagaSta
   return final;
 }
 
-/** Builds the program; `run` executes it and returns the exit code. */
-export function buildProgram(config: () => Config, setExit: (code: number) => void): Command {
+/**
+ * Builds the program; `run` executes it and returns the exit code. `config` is called only by a
+ * command that needs it, so parsing and help load no configuration.
+ */
+export function buildProgram(config: () => Config | Promise<Config>, setExit: (code: number) => void): Command {
   const program = new Command('saga')
     .description('Start and inspect reservation sagas')
     .exitOverride()
@@ -136,7 +141,10 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .showHelpAfterError(false);
 
   const withClient = async <T>(fn: (client: SagaClient) => Promise<T>): Promise<T> => {
-    const client = await SagaClient.connect(config());
+    const cfg = await config();
+    const { SagaClient } = await import('./client.js');
+    // Temporal on first use: a request the gate rejects exits without loading or reaching it.
+    const client = await SagaClient.connect(cfg, undefined, { temporal: 'on first use' });
     try {
       return await fn(client);
     } finally {
@@ -245,7 +253,14 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .option('--json', 'print JSON')
     .action(async (opts: { type: string; data: string; json?: boolean }) => {
       const data = await readData(opts.data);
-      const cfg = config();
+      const cfg = await config();
+      const [{ requireIntentSecret }, { createPool }, { Rms }, { createRedis }, { prepareSaga, sagaDefinition, sagaTypesFor }] = await Promise.all([
+        import('./config.js'),
+        import('./db/pool.js'),
+        import('./rms/index.js'),
+        import('./rms/connection.js'),
+        import('./sagas/index.js'),
+      ]);
       const types = sagaTypesFor(cfg);
       const def = sagaDefinition(opts.type, types);
       const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 }, types, intentSecret: requireIntentSecret(cfg) });
@@ -271,7 +286,8 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
     .command('codec-server')
     .description('serve POST /encode and /decode (Temporal\'s codec server convention) so the Temporal UI and CLI read encrypted sagas')
     .action(async () => {
-      const cfg = config();
+      const cfg = await config();
+      const { requireCodecKeys } = await import('./config.js');
       const keys = requireCodecKeys(cfg);
       // Loaded only here: the other commands need no HTTP server.
       const { EncryptionCodec, createCodecServer } = await import('./codec/index.js');
@@ -294,7 +310,7 @@ export function buildProgram(config: () => Config, setExit: (code: number) => vo
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
 export async function run(argv: string[]): Promise<number> {
   let exit: number = EXIT.OK;
-  const program = buildProgram(() => loadConfigOrExit(), (code) => (exit = code));
+  const program = buildProgram(async () => (await import('./config.js')).loadConfigOrExit(), (code) => (exit = code));
   try {
     await program.parseAsync(argv, { from: 'user' });
     return exit;
@@ -303,7 +319,13 @@ export async function run(argv: string[]): Promise<number> {
       // Help and version are not errors; commander already printed its message.
       return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
     }
-    if (err instanceof UsageError || err instanceof SagaInputError) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`saga: ${err.message}\n`);
+      return EXIT.USAGE;
+    }
+    // The command that threw one of these has loaded its module already: importing it again is free.
+    const [{ SagaInputError }, { ConfigError }] = await Promise.all([import('./sagas/index.js'), import('./config.js')]);
+    if (err instanceof SagaInputError) {
       process.stderr.write(`saga: ${err.message}\n`);
       return EXIT.USAGE;
     }

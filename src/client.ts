@@ -4,15 +4,10 @@
  * lookup), and only a SUCCESS starts a workflow, with one start call. DUPLICATE and CONFLICT are
  * answered without Temporal and leave nothing behind.
  */
-import {
-  Client,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
-  type Connection,
-} from '@temporalio/client';
+import type { Client, Connection } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { requireIntentSecret, type Config } from './config';
+import { requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { reserveIntent, type GateAnswer } from './gate';
 import { Rms, sessionTag } from './rms';
@@ -20,14 +15,9 @@ import { createRedis } from './rms/connection';
 import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
 import {
   ErrorType,
-  INTENT_KEY,
-  SAGA_OUTCOME,
-  SAGA_PHASE,
-  SAGA_TYPE,
+  RESERVATION_SAGA_WORKFLOW,
   SagaPhase,
-  reservationUpdate,
   sagaWorkflowId,
-  stateQuery,
   type ReservationAnswer,
   type SagaInput,
   type SagaMemo,
@@ -35,14 +25,24 @@ import {
   type SagaStart,
   type SagaState,
   type SagaTimings,
-} from './shared';
-import { connectClient, dataConverterOf } from './temporal';
-import { reservationSaga } from './workflows/reservation-saga';
+} from './shared/saga';
+import type { reservationSaga } from './workflows/reservation-saga';
+
+/**
+ * A Temporal client made on first use: until a call needs Temporal (the gate answers DUPLICATE and
+ * CONFLICT without it), neither the Temporal client library is loaded nor the server reached.
+ */
+export interface TemporalOnFirstUse {
+  /** The sagas' namespace (the reservation's session is derived from it before Temporal is reached). */
+  namespace: string;
+  /** Connects a Temporal client on `namespace`; called once (again only after a failure). */
+  connectOnFirstUse: () => Promise<Client>;
+}
 
 /** Options of {@link SagaClient}. */
 export interface SagaClientOptions {
-  /** A Temporal client on the sagas' namespace. */
-  client: Client;
+  /** A Temporal client on the sagas' namespace, or how to make one on first use. */
+  client: Client | TemporalOnFirstUse;
   /** The RMS the gate reserves in (the workers' Redis and key prefix). */
   rms: Rms;
   /** PostgreSQL, for the truth check of a SUCCESS (the workers' database). */
@@ -108,28 +108,63 @@ type GateReply = Omit<StartedSaga, 'workflowId' | 'intentKey' | 'idempotencyKey'
 
 const VISIBILITY_VALUE = /^[A-Za-z0-9_.:-]{1,200}$/;
 
+/** Options of {@link SagaClient.connect}. */
+export interface SagaClientConnectOptions {
+  /**
+   * When to connect to Temporal: `now`, or `on first use` (see {@link TemporalOnFirstUse}: a request
+   * rejected at the gate then costs no Temporal client at all, as the CLI wants; Temporal out of
+   * reach surfaces at the first call that needs it). @default 'now'
+   */
+  temporal?: 'now' | 'on first use';
+}
+
+/** The Temporal client library, loaded with the first connection (so free by the time one of its errors is checked). */
+const temporalClientLibrary = () => import('@temporalio/client');
+
+/**
+ * The saga's search attributes, update and query: they load Temporal's libraries, so they are loaded
+ * by the calls that reach Temporal (already loaded by then, but for the first of them).
+ */
+const temporalDefinitions = async () => {
+  const [attributes, handlers] = await Promise.all([import('./shared/search-attributes.js'), import('./shared/handlers.js')]);
+  return { ...attributes, ...handlers };
+};
+
 /** Starts, finds and inspects sagas. */
 export class SagaClient {
   readonly #options: SagaClientOptions;
   readonly #close?: () => Promise<void>;
   readonly #counts: GateCounts = { SUCCESS: 0, DUPLICATE: 0, CONFLICT: 0 };
+  /** The Temporal client once made, and its making while under way (TemporalOnFirstUse). */
+  #temporal?: Client;
+  #connecting?: Promise<Client>;
 
   constructor(options: SagaClientOptions, close?: () => Promise<void>) {
     this.#options = options;
     this.#close = close;
+    if (!('connectOnFirstUse' in options.client)) this.#temporal = options.client;
   }
 
   /**
    * Connects to Temporal, Redis and PostgreSQL with the config's settings, accepting the config's
-   * saga types (`sagaTypesFor(config)`); {@link close} closes what it opened.
+   * saga types (`sagaTypesFor(config)`); {@link close} closes what it opened. With `temporal: 'on
+   * first use'`, Temporal is connected by the first call that needs it.
    */
-  static async connect(config: Config, compensationAttempts = 5): Promise<SagaClient> {
+  static async connect(config: Config, compensationAttempts = 5, options: SagaClientConnectOptions = {}): Promise<SagaClient> {
     const intentSecret = requireIntentSecret(config);
-    const dataConverter = dataConverterOf(config);
-    const connection: Connection = await connectClient(config.temporal);
+    requireCodecKeys(config);
+    const { namespace } = config.temporal;
+    let connection: Promise<Connection> | undefined;
+    const connectTemporal = async (): Promise<Client> => {
+      // The saga's definitions too, so that no call pays for loading them after connecting.
+      const [{ Client }, { connectClient, dataConverterOf }] = await Promise.all([temporalClientLibrary(), import('./temporal.js'), temporalDefinitions()]);
+      const dataConverter = dataConverterOf(config);
+      connection = connectClient(config.temporal);
+      return new Client({ connection: await connection, namespace, dataConverter });
+    };
+    const client = options.temporal === 'on first use' ? { namespace, connectOnFirstUse: connectTemporal } : await connectTemporal();
     const redis: Redis | Cluster = createRedis(config.redis);
     const pool = createPool(config.db);
-    const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
     return new SagaClient(
       {
         client,
@@ -143,7 +178,7 @@ export class SagaClient {
         existsTtlMs: config.entityExistsTtlMs,
       },
       async () => {
-        await Promise.allSettled([connection.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);
+        await Promise.allSettled([connection?.then((c) => c.close()), redis.quit().catch(() => redis.disconnect()), pool.end()]);
       },
     );
   }
@@ -153,9 +188,33 @@ export class SagaClient {
     await this.#close?.();
   }
 
-  /** The Temporal client underneath. */
+  /**
+   * The Temporal client underneath.
+   * @throws Error when it is made on first use (TemporalOnFirstUse) and no call has needed it yet.
+   */
   get temporal(): Client {
-    return this.#options.client;
+    if (!this.#temporal) throw new Error('SagaClient: Temporal is connected on first use, and no call has used it yet');
+    return this.#temporal;
+  }
+
+  /** The Temporal client, made now if it is made on first use. */
+  async #temporalClient(): Promise<Client> {
+    if (this.#temporal) return this.#temporal;
+    const lazy = this.#options.client as TemporalOnFirstUse;
+    this.#connecting ??= lazy.connectOnFirstUse().then(
+      (client) => (this.#temporal = client),
+      (err: unknown) => {
+        this.#connecting = undefined;
+        throw err;
+      },
+    );
+    return this.#connecting;
+  }
+
+  /** The sagas' namespace. */
+  get #namespace(): string {
+    const { client } = this.#options;
+    return 'connectOnFirstUse' in client ? client.namespace : client.options.namespace;
   }
 
   /** The answers this client's `start` gave so far, by status (retries of one key included). */
@@ -203,8 +262,8 @@ export class SagaClient {
   readonly #inFlight = new Map<string, Promise<GateReply>>();
 
   async #startOnce(input: SagaInput, workflowId: string): Promise<GateReply> {
-    const { client, rms, pool } = this.#options;
-    const sessionId = sagaSessionId(client.options.namespace, workflowId);
+    const { rms, pool } = this.#options;
+    const sessionId = sagaSessionId(this.#namespace, workflowId);
     const table = this.#table(input.type);
     const gate = await reserveIntent({ rms, pool, existsTtlMs: this.#options.existsTtlMs }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
@@ -217,7 +276,8 @@ export class SagaClient {
     const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const start: SagaStart = { type: input.type, idempotencyKey: input.idempotencyKey, data: input.payload, timings: input.timings, reservation };
     try {
-      const handle = await client.workflow.start(reservationSaga, {
+      const [client, { INTENT_KEY, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+      const handle = await client.workflow.start<typeof reservationSaga>(RESERVATION_SAGA_WORKFLOW, {
         workflowId,
         taskQueue: this.#options.taskQueue,
         args: [start],
@@ -239,6 +299,7 @@ export class SagaClient {
         url: this.url(workflowId),
       };
     } catch (err) {
+      const { WorkflowExecutionAlreadyStartedError } = await temporalClientLibrary();
       if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfExisting(input, workflowId, sessionId, gate);
       // The start may have landed with its reply lost: the lease is left to the saga, or to expire.
       throw err;
@@ -263,7 +324,8 @@ export class SagaClient {
    * confirms by reserving with the same session.
    */
   async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer): Promise<GateReply> {
-    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const [client, { INTENT_KEY, SAGA_OUTCOME, reservationUpdate, stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    const handle = client.workflow.getHandle(workflowId);
     const description = await handle.describe();
     const running = description.status.name === 'RUNNING';
     const attributes = description.typedSearchAttributes;
@@ -288,8 +350,9 @@ export class SagaClient {
   /** The final state of an ended saga, from its history (no worker needed). */
   async #finalState(workflowId: string): Promise<SagaState> {
     try {
-      return (await this.#options.client.workflow.getHandle(workflowId).result()) as SagaState;
+      return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
     } catch (err) {
+      const { WorkflowFailedError } = await temporalClientLibrary();
       if (err instanceof WorkflowFailedError) {
         throw new SagaEndedError(workflowId, 'FAILED', `saga ${workflowId} failed without an answer: ${err.cause?.message ?? err.message}`);
       }
@@ -299,19 +362,20 @@ export class SagaClient {
 
   /** Waits for the saga to end and returns its final state. */
   async result(workflowId: string): Promise<SagaState> {
-    return (await this.#options.client.workflow.getHandle(workflowId).result()) as SagaState;
+    return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
   }
 
   /** The saga's current state (the `state` query) and its execution status. */
   async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
-    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const [client, { stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    const handle = client.workflow.getHandle(workflowId);
     const [description, state] = await Promise.all([handle.describe(), handle.query(stateQuery)]);
     return { workflowId, status: description.status.name, state, url: this.url(workflowId) };
   }
 
   /** Lists sagas by search attributes, newest first. */
   async list(filter: ListFilter = {}): Promise<SagaSummary[]> {
-    const clauses = ['WorkflowType = "reservationSaga"', `TaskQueue = "${this.#options.taskQueue}"`];
+    const clauses = [`WorkflowType = "${RESERVATION_SAGA_WORKFLOW}"`, `TaskQueue = "${this.#options.taskQueue}"`];
     for (const [name, value] of [
       ['SagaType', filter.type],
       ['SagaOutcome', filter.outcome],
@@ -323,7 +387,8 @@ export class SagaClient {
     }
     const limit = filter.limit ?? 100;
     const out: SagaSummary[] = [];
-    for await (const wf of this.#options.client.workflow.list({ query: clauses.join(' AND ') })) {
+    const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    for await (const wf of client.workflow.list({ query: clauses.join(' AND ') })) {
       const attrs = wf.typedSearchAttributes;
       out.push({
         workflowId: wf.workflowId,
@@ -345,7 +410,7 @@ export class SagaClient {
    * @throws SagaEndedError when the saga has already ended (nothing to cancel).
    */
   async cancel(workflowId: string): Promise<void> {
-    const handle = this.#options.client.workflow.getHandle(workflowId);
+    const handle = (await this.#temporalClient()).workflow.getHandle(workflowId);
     const { status } = await handle.describe();
     if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
     await handle.cancel();

@@ -1,7 +1,7 @@
 /** Connections to Temporal built from the config: plain for the dev server, TLS/API key for a cluster or Cloud. */
 import { readFileSync } from 'node:fs';
 import { Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import type { TLSConfig } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { createDataConverter } from './codec/encryption-codec';
@@ -33,6 +33,8 @@ export function dataConverterOf(config: Config): DataConverter {
 }
 
 /** A worker connection. */
-export function connectWorker(temporal: Config['temporal']): Promise<NativeConnection> {
+export async function connectWorker(temporal: Config['temporal']): Promise<NativeConnection> {
+  // Loaded here, not at the top: the clients and the CLI import this module and need no worker.
+  const { NativeConnection } = await import('@temporalio/worker');
   return NativeConnection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
 }

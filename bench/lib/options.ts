@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -34,6 +34,8 @@ export interface Sizes {
   };
   /** Saga throughput: rounds, worker processes per case, workflows per round, and how many are in flight. */
   sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
+  /** CLI latency: rounds per case, and calls of each contender per round (their median is the round's figure). */
+  cli: { rounds: number; callsPerRound: number };
 }
 
 const FULL: Sizes = {
@@ -52,6 +54,7 @@ const FULL: Sizes = {
     successRoundMs: 15_000,
   },
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
+  cli: { rounds: 5, callsPerRound: 3 },
 };
 
 const QUICK: Sizes = {
@@ -70,6 +73,7 @@ const QUICK: Sizes = {
     successRoundMs: 10_000,
   },
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
+  cli: { rounds: 2, callsPerRound: 1 },
 };
 
 /** What the command line asked for. */

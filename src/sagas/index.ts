@@ -4,9 +4,9 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { requestHash } from '../db';
+import { requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared';
+import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { SagaInputError, type SagaDefinition } from './definition';
 import { orderSaga, orderSagaWithSimulations } from './order';
 

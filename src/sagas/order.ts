@@ -9,7 +9,7 @@
  */
 import type { PoolClient } from 'pg';
 import { z } from 'zod';
-import { ordersTable } from '../db';
+import { ordersTable } from '../db/orders';
 import { CompensationRefusedError, StepRejectedError, type SagaDefinition, type StepHandler } from './definition';
 
 /** Card that every charge declines. */

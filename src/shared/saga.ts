@@ -2,8 +2,6 @@
  * The reservation saga's contract, shared by the workflow (sandbox-safe: no Node APIs here), the
  * activities and the client.
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
-
 /** Phases of a saga, in order; the last four are terminal. */
 export const SagaPhase = {
   RESERVING: 'RESERVING',
@@ -186,12 +184,6 @@ export interface SagaState {
 export interface ReservationRequest {
   requestHash?: string;
 }
-
-/** Returns the reservation answer as soon as it is known. */
-export const reservationUpdate = defineUpdate<ReservationAnswer, [ReservationRequest]>('reservation');
-
-/** The saga's current state. */
-export const stateQuery = defineQuery<SagaState>('state');
 
 /** The workflow type name. */
 export const RESERVATION_SAGA_WORKFLOW = 'reservationSaga';

@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -10,6 +10,7 @@ import { envOf } from '../helpers/processes';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
+const ROOT = path.resolve(__dirname, '../..');
 let h: SagaHarness;
 beforeAll(async () => {
   h = await startHarness('cli');
@@ -147,6 +148,49 @@ describe('saga CLI', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^configuration error: INTENT_KEY_SECRET: is not set/);
     expect(await h.client.list({ limit: 1000 })).toHaveLength(before.length);
+  });
+
+  describe('the compiled CLI (scripts/build-cli, which every make target runs first)', () => {
+    let dir: string;
+    beforeAll(() => {
+      // Builds only when a source is newer than the build: a no-op under `make test`.
+      execFileSync(path.join(ROOT, 'scripts/build-cli'), { stdio: 'ignore' });
+      dir = mkdtempSync(path.join(tmpdir(), 'saga-cli-loads-'));
+    }, 120_000);
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    /** Runs `saga ...args` and returns its outcome and the files its process loaded (from node_modules, by package). */
+    async function sagaLoading(args: string[], env: NodeJS.ProcessEnv = {}) {
+      const file = path.join(dir, `loaded-${Date.now()}-${Math.random()}.json`);
+      const r = await saga(args, { ...env, NODE_OPTIONS: `--require ${path.join(ROOT, 'test/helpers/loaded-modules.cjs')}`, LOADED_MODULES_FILE: file });
+      const loaded = JSON.parse(readFileSync(file, 'utf8')) as string[];
+      const packages = new Set(loaded.flatMap((f) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f)?.[1] ?? []));
+      return { ...r, loaded, packages: [...packages].sort() };
+    }
+
+    it('runs the build, and --help loads no package but commander', async () => {
+      const r = await sagaLoading(['--help']);
+
+      expect(r.code).toBe(EXIT.OK);
+      expect(r.stdout).toMatch(/^Usage: saga/);
+      expect(r.loaded).toContain(path.join(ROOT, '.build/cli.js'));
+      expect(r.packages).toEqual(['commander']);
+    });
+
+    it('answers a DUPLICATE from Redis without loading or reaching Temporal (here out of reach)', async () => {
+      const data = JSON.stringify(order());
+      const first = await saga(['start', '--type', 'order', '--data', data, '--wait', '--json']);
+      expect(first.code).toBe(EXIT.OK);
+
+      // Port 1: nothing listens there; a client that connected would fail the command.
+      const duplicate = await sagaLoading(['start', '--type', 'order', '--data', data, '--json'], { TEMPORAL_ADDRESS: '127.0.0.1:1' });
+
+      expect(duplicate.code).toBe(EXIT.DUPLICATE);
+      expect(json<Started>(duplicate.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+      // The gate ran (Redis and PostgreSQL clients loaded); no Temporal package did.
+      expect(duplicate.packages).toEqual(expect.arrayContaining(['ioredis', 'pg']));
+      expect(duplicate.packages.filter((p) => p.startsWith('@temporalio/'))).toEqual([]);
+    });
   });
 
   it('exits 78 with one line on a configuration error', async () => {

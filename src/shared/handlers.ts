@@ -1,0 +1,12 @@
+/**
+ * The reservation saga's update and query. Apart from the rest of its contract (./saga) because
+ * defining them loads the Temporal workflow library, which a client answering at the gate never needs.
+ */
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import type { ReservationAnswer, ReservationRequest, SagaState } from './saga';
+
+/** Returns the reservation answer as soon as it is known. */
+export const reservationUpdate = defineUpdate<ReservationAnswer, [ReservationRequest]>('reservation');
+
+/** The saga's current state. */
+export const stateQuery = defineQuery<SagaState>('state');
