@@ -206,7 +206,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
         // A COMPLETED row is a finished order: undoing it is never a silent success.
         throw nonRetryable(ErrorType.COMPENSATION_REFUSED, `undoEntity: a ${marked.from} row cannot be undone`);
       }
-      if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken });
+      if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken, existsTtlMs });
       await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
       return { row: marked.status };
     },

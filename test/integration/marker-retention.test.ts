@@ -54,6 +54,21 @@ it('leaves no key in Redis once the retention has passed, for completed and comp
   await eventually(() => keysUnder(h.config.redis.keyPrefix), (keys) => keys.length === 0, 'every key of the run to end', 10_000);
 });
 
+it('gives the tombstone an end when the saga compensates after its marker has ended', async () => {
+  // The charge takes longer than the marker's retention, then the card is declined.
+  const started = await h.client.start('order', order({ payment: { card: DECLINED_CARD }, simulate: { stepDelayMs: 3000 } }));
+  const { entityExists } = intentKeys(h.config.redis.keyPrefix, started.intentKey);
+
+  expect((await h.client.result(started.workflowId)).outcome).toBe('COMPENSATED');
+
+  // The compensation freed the intent with a tombstone (a late finalise of this saga must not mark
+  // it again), and the tombstone lives as long as a marker would, not for ever.
+  expect(await h.redis.get(entityExists)).toMatch(/^\{freed\}:\d+$/);
+  const ttl = await h.redis.pttl(entityExists);
+  expect(ttl).toBeGreaterThan(0);
+  expect(ttl).toBeLessThanOrEqual(1500);
+});
+
 /** The run's keys (its own prefix; a test database's few keys, so KEYS is fine here). */
 function keysUnder(prefix: string): Promise<string[]> {
   return h.redis.keys(`${prefix}*`);
