@@ -173,8 +173,8 @@ export async function cliLatency(ctx: BenchContext): Promise<BenchResult> {
     method:
       `Wall time from spawn to exit with output read, one call at a time, in the saga workers' environment (NODE_OPTIONS cleared). ` +
       `${CASES.help}: the usage text. ${CASES.duplicate}: one order saga of a cart ran to completion first; every call sends that cart (--data @file) under a new ` +
-      `idempotency key with --json and must exit 3 with DUPLICATE and started: false; it loads the config, the saga types and the client, connects to Temporal, ` +
-      `Redis and PostgreSQL, asks the gate (one Redis call) and closes. bin/saga (compiled): the wrapper, its staleness check, then node .build/cli.js; ` +
+      `idempotency key with --json and must exit 3 with DUPLICATE and started: false; it loads the config, the saga types and the client, connects to Redis and ` +
+      `PostgreSQL (never to Temporal: the gate answers), asks the gate (one Redis call) and closes. bin/saga (compiled): the wrapper, its staleness check, then node .build/cli.js; ` +
       `tsx (sources): node_modules/.bin/tsx src/cli.ts, what bin/saga runs when the build is stale or missing. ` +
       `Each round runs ${callsPerRound} call${callsPerRound === 1 ? '' : 's'} of each contender (its figure: their median), after one warm-up call of each.`,
     columns: [{ metric: 'wall', label: 'wall ms', better: 'lower', digits: 0 }],
