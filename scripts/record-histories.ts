@@ -6,7 +6,8 @@
  * before steps heartbeated (patch `steps-heartbeat`); both are kept, never re-recorded: they prove
  * that sagas started then still replay.
  *
- *   npx tsx scripts/record-histories.ts
+ *   npx tsx scripts/record-histories.ts             every shape
+ *   npx tsx scripts/record-histories.ts NAME ...    only these (the others' files stay as they are)
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -84,6 +85,9 @@ async function main(): Promise<void> {
     // Cancelled during its first step and during its last: the running step stops, the saga compensates.
     shapes['gate-cancelled'] = (await client.start('order', slowSteps())).workflowId;
     shapes['gate-cancelled-after-steps'] = (await client.start('order', slowSteps())).workflowId;
+    // Cancelled before any worker ran it: it plans and confirms its reservation, then compensates.
+    shapes['gate-cancelled-before-worker'] = (await client.start('order', cart('4242424242424242'))).workflowId;
+    await client.cancel(shapes['gate-cancelled-before-worker']);
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
     // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
     const held = cart('4242424242424242');
@@ -116,7 +120,10 @@ async function main(): Promise<void> {
     } finally {
       await close();
     }
+    const only = process.argv.slice(2);
+    for (const name of only) if (!(name in shapes)) throw new Error(`no shape ${name} (shapes: ${Object.keys(shapes).join(', ')})`);
     for (const [name, workflowId] of Object.entries(shapes)) {
+      if (only.length > 0 && !only.includes(name)) continue;
       // The CLI writes the canonical proto JSON that the SDK's replayer reads.
       writeFileSync(path.join(DIR, `${name}.json`), await cli(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], false));
       const description = await client.temporal.workflow.getHandle(workflowId).describe();

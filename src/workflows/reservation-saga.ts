@@ -59,6 +59,14 @@ export const KEEP_ENTITY_PATCH = 'failed-compensation-keeps-entity';
  */
 export const STEP_HEARTBEAT_PATCH = 'steps-heartbeat';
 
+/**
+ * A cancellation that arrives before the saga knows its plan and holds its reservation (while every
+ * worker was down, or at once after the start) waits for both, two short local activities: the saga
+ * then compensates as any cancelled one does and gives its lease back, instead of failing with no
+ * intent known and its lease left to run out.
+ */
+export const PLAN_BEFORE_CANCEL_PATCH = 'plan-before-cancellation';
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -200,9 +208,11 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
 
   // 0. The plan, derived by the worker from the saga type: nothing the caller computed is trusted.
   const local = proxyLocalActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: { ...RETRY_INFRA, maximumAttempts: 4 } });
+  const shielded = patched(PLAN_BEFORE_CANCEL_PATCH);
+  const uncancelled = <T>(fn: () => Promise<T>): Promise<T> => (shielded ? CancellationScope.nonCancellable(fn) : fn());
   let planned: SagaPlan;
   try {
-    planned = await local.planSaga({ workflowId, namespace, start });
+    planned = await uncancelled(() => local.planSaga({ workflowId, namespace, start }));
   } catch (err) {
     reservationFailed = failureMessage(err);
     // Let a waiting `reservation` update see the failure, then fail the workflow: never a task that
@@ -225,7 +235,9 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   // 1. Confirm the gate's reservation (the same session gets its token back), or reserve now.
   let answer: ReservationAnswer;
   try {
-    answer = await local.reserveIntent({ type: planned.type, intentKey: planned.intentKey, sessionId: planned.sessionId, leaseMs: planned.timings.leaseMs });
+    answer = await uncancelled(() =>
+      local.reserveIntent({ type: planned.type, intentKey: planned.intentKey, sessionId: planned.sessionId, leaseMs: planned.timings.leaseMs }),
+    );
   } catch (err) {
     reservationFailed = failureMessage(err);
     state.errors.push({ at: 'reserveIntent', type: failureType(err), message: reservationFailed });

@@ -395,6 +395,22 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
   });
 });
 
+describe('a saga cancelled before any worker ran it', () => {
+  it('ends COMPENSATED (CANCELLED), writing nothing and giving its lease back: the cart can be ordered at once', async () => {
+    // The caller gives up while every worker is down: the first workflow task sees the cancellation.
+    const cart = order();
+    const started = await h.client.start('order', cart);
+    await h.client.cancel(started.workflowId);
+
+    const final = await withWorker(() => h.client.result(started.workflowId));
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', intentKey: started.intentKey, stepsDone: [], compensationsRun: ['undoEntity'] });
+    expect(await ordersTable.find(h.pool, started.intentKey)).toBeUndefined();
+    expect(await h.rms.inspect(started.intentKey)).toEqual({ intent: started.intentKey, exists: false });
+    expect((await h.client.start('order', cart)).reservation.status).toBe('SUCCESS');
+  });
+});
+
 describe('a saga started by a plain Temporal client', () => {
   const run = promisify(execFile);
   // The CLI encrypts and decrypts through a codec server over real HTTP, as any plain client must.

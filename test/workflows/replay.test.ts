@@ -36,6 +36,8 @@ describe('recorded saga histories', () => {
         // Cancelled during its first step and during its last: the running step stops, the saga compensates.
         'gate-cancelled',
         'gate-cancelled-after-steps',
+        // Cancelled before any worker ran it: it plans and confirms its reservation first (plan-before-cancellation).
+        'gate-cancelled-before-worker',
         // Started by a plain Temporal client with {type, idempotencyKey, data}.
         'by-type-completed',
         'by-type-conflict',
