@@ -304,6 +304,25 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       process.stderr.write('codec-server: stopped\n');
     });
 
+  program
+    .command('setup')
+    .description('make the Temporal cluster ready for the sagas: the namespace (if asked), the search attributes, the schedules; idempotent')
+    .option('--create-namespace', 'register TEMPORAL_NAMESPACE when it does not exist')
+    .option('--retention <duration>', 'the namespace\'s workflow retention, e.g. 7d (applied when made, and to an existing namespace that differs)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { createNamespace?: boolean; retention?: string; json?: boolean }) => {
+      const cfg = await config();
+      // A SetupError (a namespace missing and not asked for, a search attribute of another type) exits 1 with its message.
+      const { setupCluster } = await import('./setup.js');
+      const report = await setupCluster(cfg, { createNamespace: opts.createNamespace, retention: opts.retention });
+      print(report, !!opts.json, () =>
+        [
+          ...report.items.map((i) => `${i.kind} ${i.name}: ${i.action}${i.detail ? ` (${i.detail})` : ''}`),
+          `${cfg.temporal.address} namespace ${report.namespace}: ready, ${report.changes === 0 ? 'nothing changed' : `${report.changes} changed`}`,
+        ].join('\n'),
+      );
+    });
+
   return program;
 }
 

@@ -2,6 +2,7 @@
  * The Temporal Schedules the project keeps: today one, the hourly purge of the step idempotency
  * store. Made idempotently (at worker start): an existing schedule is left as it is.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import type { Config } from './config';
 import type { PurgeRequest } from './workflows/purge';
@@ -14,12 +15,21 @@ export function purgeScheduleId(taskQueue: string): string {
 /** Records per batch, and batches per run, of the purge. */
 const PURGE_BATCH = { batchSize: 1000, maxBatches: 500 } as const;
 
+/** What {@link ensurePurgeSchedule} did. */
+export interface ScheduleOutcome {
+  scheduleId: string;
+  /** `created` now; `updated`: its purge request differed from the config's; `unchanged`: as the config says. */
+  action: 'created' | 'updated' | 'unchanged';
+  /** Whether it was made now (`action === 'created'`). */
+  created: boolean;
+}
+
 /**
  * Makes the schedule that runs `purgeIdempotencyStore` every hour on the config's task queue; when it
- * exists, sets its retention to the config's (the config is the one source). Returns whether it was
- * made now. Overlapping runs are skipped.
+ * exists, sets its retention to the config's (the config is the one source) if it differs, and
+ * otherwise leaves it as it is. Overlapping runs are skipped.
  */
-export async function ensurePurgeSchedule(client: Client, config: Config): Promise<{ scheduleId: string; created: boolean }> {
+export async function ensurePurgeSchedule(client: Client, config: Config): Promise<ScheduleOutcome> {
   const scheduleId = purgeScheduleId(config.temporal.taskQueue);
   const request: PurgeRequest = { olderThanMs: config.idempotencyRetentionMs, ...PURGE_BATCH };
   try {
@@ -30,12 +40,13 @@ export async function ensurePurgeSchedule(client: Client, config: Config): Promi
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
       memo: { purpose: 'purges step idempotency records older than IDEMPOTENCY_RETENTION_MS' },
     });
-    return { scheduleId, created: true };
+    return { scheduleId, action: 'created', created: true };
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-    await client.schedule.getHandle(scheduleId).update((previous) =>
-      previous.action.type === 'startWorkflow' ? { ...previous, action: { ...previous.action, args: [request] } } : previous,
-    );
-    return { scheduleId, created: false };
+    const handle = client.schedule.getHandle(scheduleId);
+    const current = await handle.describe();
+    if (current.action.type === 'startWorkflow' && isDeepStrictEqual(current.action.args, [request])) return { scheduleId, action: 'unchanged', created: false };
+    await handle.update((previous) => (previous.action.type === 'startWorkflow' ? { ...previous, action: { ...previous.action, args: [request] } } : previous));
+    return { scheduleId, action: 'updated', created: false };
   }
 }

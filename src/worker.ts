@@ -101,8 +101,8 @@ async function main(): Promise<void> {
   const connection = await connectClient(config.temporal);
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
-    const { scheduleId, created } = await ensurePurgeSchedule(client, config);
-    process.stderr.write(`worker: schedule ${scheduleId} ${created ? 'created' : 'in place'} (purges idempotency records older than ${config.idempotencyRetentionMs} ms)\n`);
+    const { scheduleId, action } = await ensurePurgeSchedule(client, config);
+    process.stderr.write(`worker: schedule ${scheduleId} ${action === 'unchanged' ? 'in place' : action} (purges idempotency records older than ${config.idempotencyRetentionMs} ms)\n`);
   } finally {
     await connection.close();
   }

@@ -331,7 +331,12 @@ describe('the purge schedule (made at worker start)', () => {
 
     const first = await ensurePurgeSchedule(h.client.temporal, h.config);
     const second = await ensurePurgeSchedule(h.client.temporal, h.config);
-    expect([first.created, second.created]).toEqual([true, false]);
+    expect([first.action, second.action]).toEqual(['created', 'unchanged']);
+    // A new retention in the config is applied to the schedule in place.
+    const longer = { ...h.config, idempotencyRetentionMs: h.config.idempotencyRetentionMs + 3_600_000 };
+    expect((await ensurePurgeSchedule(h.client.temporal, longer)).action).toBe('updated');
+    expect((await ensurePurgeSchedule(h.client.temporal, longer)).action).toBe('unchanged');
+    expect((await ensurePurgeSchedule(h.client.temporal, h.config)).action).toBe('updated');
     const schedule = h.client.temporal.schedule.getHandle(first.scheduleId);
     const described = await schedule.describe();
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'purgeIdempotencyStore', taskQueue: h.config.temporal.taskQueue });
