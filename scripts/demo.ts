@@ -9,11 +9,11 @@
  * Environment: the usual config variables (src/config.ts); the demo's defaults are a short lease
  * (LEASE_MS=3000, HEARTBEAT_INTERVAL_MS=500, HEARTBEAT_TIMEOUT_MS=1500) so the long write visibly
  * outlives its initial lease, and it always turns SAGA_SIMULATIONS on (for its worker and its client),
- * since the long write is an order's test knob `simulate.writeDelayMs`. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT and TEMPORAL_DEV_DATA_DIR place
+ * since the long write is an order's test knob `simulate.writeDelayMs`. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT, TEMPORAL_DEV_PROVIDER_PORT and TEMPORAL_DEV_DATA_DIR place
  * the dev server (see scripts/dev-up); TEMPORAL_ADDRESS and TEMPORAL_UI_URL follow them unless set.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command } from 'commander';
 import { SagaClient } from '../src/client';
@@ -52,6 +52,7 @@ function demoEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   for (const [name, value] of Object.entries(DEMO_TIMINGS)) if (!env[name]) env[name] = value;
   if (env.TEMPORAL_DEV_PORT && !env.TEMPORAL_ADDRESS) env.TEMPORAL_ADDRESS = `127.0.0.1:${env.TEMPORAL_DEV_PORT}`;
   if (env.TEMPORAL_DEV_UI_PORT && !env.TEMPORAL_UI_URL) env.TEMPORAL_UI_URL = `http://127.0.0.1:${env.TEMPORAL_DEV_UI_PORT}`;
+  if (env.TEMPORAL_DEV_PROVIDER_PORT && !env.PAYMENT_PROVIDER_URL) env.PAYMENT_PROVIDER_URL = `http://127.0.0.1:${env.TEMPORAL_DEV_PROVIDER_PORT}`;
   return env;
 }
 
@@ -91,6 +92,7 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
     `  other searches there: SagaType = "order" AND SagaOutcome = "COMPLETED"   or   IntentKey = "${byId('retry-1')?.intentKey ?? ''}"`,
     '  requests rejected at the gate have no saga, so no search finds them: the table\'s gate counts do',
     `  the worker's log: ${logPath.startsWith('..') ? path.join(dataDir, 'demo-worker.log') : logPath}`,
+    `  the payment provider's log (every charge and refund): ${path.relative(ROOT, path.join(dataDir, 'payment-provider.log')).startsWith('..') ? path.join(dataDir, 'payment-provider.log') : path.relative(ROOT, path.join(dataDir, 'payment-provider.log'))}`,
   ].join('\n');
 }
 
@@ -139,6 +141,9 @@ async function main(): Promise<number> {
     client = await SagaClient.connect(config);
     redis = createRedis(config.redis);
     const runId = `${Date.now().toString(36).slice(-4)}${randomBytes(2).toString('hex')}`;
+    // The provider's log lines of this run (when dev-up started the provider in this data folder).
+    const providerLog = path.join(dataDir, 'payment-provider.log');
+    const providerLogFrom = existsSync(providerLog) ? statSync(providerLog).size : undefined;
     say(`run ${runId}: lease ${config.saga.leaseMs} ms, heartbeat every ${config.saga.heartbeatIntervalMs} ms, heartbeat timeout ${config.saga.heartbeatTimeoutMs} ms`);
     say('');
     const rows = await runScenario({
@@ -162,6 +167,12 @@ async function main(): Promise<number> {
         '',
       ].join('\n'),
     );
+    if (providerLogFrom !== undefined) {
+      const lines = readFileSync(providerLog).subarray(providerLogFrom).toString('utf8').split('\n').filter((l) => l.startsWith('provider:'));
+      process.stdout.write(
+        [`The payment provider's log during the run (${path.relative(ROOT, providerLog).startsWith('..') ? providerLog : path.relative(ROOT, providerLog)}): each charge and refund, keyed by <saga>:<step>`, ...lines.map((l) => `  ${l}`), ''].join('\n'),
+      );
+    }
     if (options.summaryJson) writeFileSync(options.summaryJson, `${JSON.stringify({ runId, rows, gateCounts: client.gateCounts }, null, 2)}\n`);
     const code = good === rows.length && gate.ok ? 0 : 1;
     if (options.once) return code;

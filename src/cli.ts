@@ -323,6 +323,22 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       );
     });
 
+  program
+    .command('payment-provider')
+    .description('serve the example payment provider the order saga charges and refunds through (PAYMENT_PROVIDER_ADDRESS; docs/payment-provider.md)')
+    .action(async () => {
+      const cfg = await config();
+      // Loaded only here: the other commands need no HTTP server.
+      const { runPaymentProvider } = await import('./provider/index.js');
+      const provider = await runPaymentProvider(cfg);
+      process.stderr.write(`payment-provider: listening on ${provider.url} (tables in schema payment_provider of the configured database)\n`);
+      await new Promise<void>((resolve) => {
+        for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
+      });
+      await provider.close();
+      process.stderr.write('payment-provider: stopped\n');
+    });
+
   return program;
 }
 

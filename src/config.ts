@@ -144,6 +144,15 @@ const envSchema = z.object({
   CODEC_SERVER_TOKEN: optionalText,
   /** Comma-separated origins of the Temporal UIs that may call the codec server. @default the origin of TEMPORAL_UI_URL */
   CODEC_SERVER_CORS_ORIGINS: optionalText,
+  /** Base URL of the payment provider the `order` saga charges and refunds through. @default http://127.0.0.1:8235 */
+  PAYMENT_PROVIDER_URL: url(['http:', 'https:'], 'http://127.0.0.1:8235'),
+  /** Time limit of one call to the payment provider (the step is retried with the same key). @default 10000 */
+  PAYMENT_PROVIDER_TIMEOUT_MS: positiveMs(10_000, 50_000),
+  /** Where the example payment provider (`saga payment-provider`) listens (host:port). @default 127.0.0.1:8235 */
+  PAYMENT_PROVIDER_ADDRESS: z
+    .string()
+    .default('127.0.0.1:8235')
+    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
 });
 
 /** Variables whose values are secrets: a message about them never shows the value. */
@@ -177,6 +186,8 @@ export interface Config {
   secrets: { intentKey?: Buffer; codecKeys?: CodecKeys; codecKeysText?: string };
   /** `saga codec-server`: where it listens, its token, the UI origins it answers. */
   codecServer: { host: string; port: number; token?: string; corsOrigins: string[] };
+  /** The payment provider: the URL the `order` saga calls, and where the example provider listens. */
+  paymentProvider: { url: string; timeoutMs: number; host: string; port: number };
 }
 
 /** The names of every environment variable read by {@link loadConfig}. */
@@ -207,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   const [codecHost, codecPort] = e.CODEC_SERVER_ADDRESS.split(':') as [string, string];
+  const [providerHost, providerPort] = e.PAYMENT_PROVIDER_ADDRESS.split(':') as [string, string];
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
   if (!(e.HEARTBEAT_INTERVAL_MS < e.HEARTBEAT_TIMEOUT_MS)) {
@@ -267,6 +279,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       token: e.CODEC_SERVER_TOKEN,
       corsOrigins: e.CODEC_SERVER_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter((o) => o !== '') ?? [new URL(e.TEMPORAL_UI_URL).origin],
     },
+    paymentProvider: { url: e.PAYMENT_PROVIDER_URL.replace(/\/+$/, ''), timeoutMs: e.PAYMENT_PROVIDER_TIMEOUT_MS, host: providerHost, port: Number(providerPort) },
   };
 }
 
@@ -327,7 +340,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations, secrets, codecServer } = config;
+  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -359,6 +372,9 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     CODEC_SERVER_ADDRESS: `${codecServer.host}:${codecServer.port}`,
     CODEC_SERVER_TOKEN: codecServer.token ?? '',
     CODEC_SERVER_CORS_ORIGINS: codecServer.corsOrigins.join(','),
+    PAYMENT_PROVIDER_URL: paymentProvider.url,
+    PAYMENT_PROVIDER_TIMEOUT_MS: String(paymentProvider.timeoutMs),
+    PAYMENT_PROVIDER_ADDRESS: `${paymentProvider.host}:${paymentProvider.port}`,
   };
 }
 

@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -14,6 +15,7 @@ import { generateCodecKey } from '../../src/codec/keys';
 import { loadConfig, type Config } from '../../src/config';
 import { ensureDatabase, migrate } from '../../src/db/migrate';
 import { PROJECT_ROOT } from '../../src/paths';
+import { createProviderServer, ensureProviderSchema } from '../../src/provider';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
 import type { Progress } from './progress';
 import type { Machine } from './report';
@@ -79,12 +81,16 @@ export async function startServices(progress: Progress): Promise<Services> {
   const redisPrefix = await unusedPrefix(base.redis.url);
 
   let env: TestWorkflowEnvironment | undefined;
+  let provider: { close(): Promise<unknown> } | undefined;
+  let providerPool: pg.Pool | undefined;
   let databaseCreated = false;
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= closeOnce());
   const closeOnce = async () => {
     const failures: string[] = [];
     await env?.teardown().catch((err: unknown) => failures.push(`Temporal dev server: ${String(err)}`));
+    await provider?.close().catch((err: unknown) => failures.push(`payment provider: ${String(err)}`));
+    await providerPool?.end().catch(() => undefined);
     if (databaseCreated) {
       const admin = new pg.Client({ connectionString: adminUrl.toString() });
       try {
@@ -111,6 +117,14 @@ export async function startServices(progress: Progress): Promise<Services> {
     progress.update(`creating database ${databaseName} and applying migrations`);
     databaseCreated = await ensureDatabase(databaseUrl.toString());
     await migrate(databaseUrl.toString());
+    // The payment provider the order saga charges through, in this process (as `make dev` runs one beside the workers).
+    progress.update('starting the payment provider');
+    providerPool = new pg.Pool({ connectionString: databaseUrl.toString(), max: 8 });
+    await ensureProviderSchema(providerPool);
+    const server = createProviderServer({ pool: providerPool });
+    provider = server;
+    await server.listen({ host: '127.0.0.1', port: 0 });
+    const providerUrl = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
     progress.update('starting a Temporal dev server');
     const temporalCli = temporalExecutable();
     env = await TestWorkflowEnvironment.createLocal({
@@ -131,6 +145,7 @@ export async function startServices(progress: Progress): Promise<Services> {
       // The run's own intent-key secret (its worker processes get it through configEnv).
       INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
       SAGA_CODEC_KEYS: generateCodecKey('bench'),
+      PAYMENT_PROVIDER_URL: providerUrl,
     });
     return { config, redisPrefix, temporalCli, close };
   } catch (err) {

@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import { IdempotencyKeyTombstonedError, tombstoneIdempotencyKey, withIdempotency } from '../db';
+import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
 import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
@@ -13,10 +13,13 @@ import {
   CompensationRefusedError,
   SagaInputError,
   StepRejectedError,
+  isExternalStep,
   parseSagaData,
   planSaga,
   sagaDefinition,
   sagaTypes,
+  type ExternalStep,
+  type ExternalStepContext,
   type SagaTypes,
 } from '../sagas';
 import { ErrorType, type ReservationAnswer, type SagaPlan, type SagaTimings } from '../shared';
@@ -231,10 +234,10 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
           await tombstoneIdempotencyKey(pool, recorded('step', step));
         }
       }
+      const ctx = { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input, signal };
       try {
-        const { replayed } = await withIdempotency(pool, { ...recorded(kind, req.name), signal }, (tx) =>
-          handler(tx, { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input, signal }),
-        );
+        if (isExternalStep(handler)) return await runExternal(recorded(kind, req.name), handler, { ...ctx, idempotencyKey: recorded(kind, req.name).key, keyOf: (step) => recorded('step', step).key });
+        const { replayed } = await withIdempotency(pool, { ...recorded(kind, req.name), signal }, (tx) => handler(tx, ctx));
         return { replayed };
       } catch (err) {
         if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
@@ -248,6 +251,45 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
       }
     });
   }
+
+  /**
+   * An external step or compensation (see ExternalStep): STARTED is committed before the call, the
+   * outcome after it; a retry of a STARTED record calls again with the same key, a recorded outcome
+   * answers without calling. A business refusal is recorded, so every later attempt gets the same.
+   */
+  async function runExternal(
+    record: { scope: string; key: string; payload: unknown },
+    step: ExternalStep<unknown>,
+    ctx: ExternalStepContext<unknown>,
+  ): Promise<{ replayed: boolean }> {
+    const found = await startExternal(pool, record);
+    if (found.status === 'COMPLETED') return { replayed: true };
+    if (found.status === 'FAILED') throw refusalOf(found.response);
+    let response: unknown;
+    try {
+      response = await step.run(ctx);
+    } catch (err) {
+      if (err instanceof StepRejectedError) {
+        const outcome = await finishExternal(pool, { ...record, status: 'FAILED', response: { message: err.message, reason: err.reason } });
+        if (outcome.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(record.scope, record.key);
+        throw outcome.status === 'FAILED' ? refusalOf(outcome.response) : err;
+      }
+      // Anything else (the service out of reach, a timeout, a 409 while the key is in use): the record
+      // stays STARTED and the retry calls again with the same key.
+      throw err;
+    }
+    // Recorded even when the attempt was given up meanwhile: the effect happened at the service.
+    const outcome = await finishExternal(pool, { ...record, status: 'COMPLETED', response: response ?? null });
+    if (outcome.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(record.scope, record.key);
+    if (outcome.status === 'FAILED') throw refusalOf(outcome.response);
+    return { replayed: false };
+  }
+}
+
+/** The StepRejectedError a FAILED external record holds. */
+function refusalOf(response: unknown): StepRejectedError {
+  const { message, reason } = (response ?? {}) as { message?: unknown; reason?: unknown };
+  return new StepRejectedError(typeof message === 'string' ? message : 'refused', typeof reason === 'string' ? reason : 'REFUSED');
 }
 
 /**

@@ -80,8 +80,9 @@ const TOMBSTONE = `INSERT INTO idempotency_store (scope, key, request_hash, stat
 VALUES ($1::text, $2::text, $3::text, 'TOMBSTONE')
 ON CONFLICT (scope, key) DO NOTHING`;
 
+// External work left STARTED (its saga gave up on it) goes too: the retention exceeds the longest saga.
 const PURGE = `DELETE FROM idempotency_store
-WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
+WHERE status IN ('STARTED', 'COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
 
 /*
  * One batch: the oldest records past the retention, found by the updated_at index, at most $2 of
@@ -91,7 +92,7 @@ WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1
 const PURGE_BATCH = `DELETE FROM idempotency_store
 WHERE (scope, key) IN (
   SELECT scope, key FROM idempotency_store
-  WHERE status IN ('COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'
+  WHERE status IN ('STARTED', 'COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'
   ORDER BY updated_at
   LIMIT $2::int
   FOR UPDATE SKIP LOCKED
@@ -155,12 +156,92 @@ export async function withIdempotency<T>(
   throw new DbError(`withIdempotency: the record of ${JSON.stringify(key)} in ${JSON.stringify(scope)} vanished ${MAX_ATTEMPTS} times (purged while in use?)`);
 }
 
+/*
+ * External work (an effect in another service, which cannot join our transaction):
+ *
+ *   A: INSERT … STARTED ON CONFLICT DO NOTHING; COMMIT     -- before the call, in its own statement
+ *   A: call the service with the key …                      -- no transaction held
+ *   A: UPDATE … COMPLETED, response WHERE status = 'STARTED' (or FAILED, the refusal)
+ *
+ * A retry finds STARTED and calls again with the same key (the service dedupes); COMPLETED or FAILED
+ * answer from the store. The compensation's tombstone turns STARTED into TOMBSTONE: no later attempt
+ * calls, and an attempt that was on the network cannot record over it (its UPDATE matches nothing).
+ */
+const START = `INSERT INTO idempotency_store (scope, key, request_hash, status)
+VALUES ($1::text, $2::text, $3::text, 'STARTED')
+ON CONFLICT (scope, key) DO NOTHING`;
+
+const FINISH = `UPDATE idempotency_store
+SET status = $3::text, response = $4::jsonb, updated_at = clock_timestamp()
+WHERE scope = $1::text AND key = $2::text AND status = 'STARTED'`;
+
+const TOMBSTONE_STARTED = `UPDATE idempotency_store
+SET status = 'TOMBSTONE', updated_at = clock_timestamp()
+WHERE scope = $1::text AND key = $2::text AND status = 'STARTED'`;
+
+/** Where an external record stands: to call (STARTED), or answered from the store. */
+export type ExternalRecord = { status: 'STARTED' } | { status: 'COMPLETED'; response: unknown } | { status: 'FAILED'; response: unknown };
+
+/**
+ * Records that external work keyed by (scope, key) starts, committed before the caller calls the
+ * other service. Answers `STARTED` (first call, or a retry of one that never recorded an outcome:
+ * call again with the same key), or the outcome stored by an earlier attempt (`COMPLETED` with its
+ * response, `FAILED` with its refusal): do not call.
+ * @throws IdempotencyKeyReuseError when the key was recorded with another payload.
+ * @throws IdempotencyKeyTombstonedError when the work's compensation has begun: never call again.
+ * @throws InvalidArgumentError for an empty scope or key or a non-JSON payload.
+ * @throws DbUnavailableError when PostgreSQL cannot be reached.
+ */
+export async function startExternal(pool: pg.Pool, input: Omit<IdempotencyInput, 'signal'>): Promise<ExternalRecord> {
+  const scope = checkText(input.scope, 'scope');
+  const key = checkText(input.key, 'key');
+  const hash = requestHash(input.payload);
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    await runQuery(pool, 'startExternal', START, [scope, key, hash]);
+    const { rows } = await runQuery<{ request_hash: string; status: string; response: unknown }>(pool, 'startExternal', READ, [scope, key]);
+    const record = rows[0];
+    if (!record) continue; // purged in between
+    if (record.request_hash !== hash) throw new IdempotencyKeyReuseError(scope, key);
+    if (record.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(scope, key);
+    if (record.status === 'STARTED') return { status: 'STARTED' };
+    if (record.status === 'COMPLETED' || record.status === 'FAILED') return { status: record.status, response: record.response };
+    throw new IdempotencyRecordStateError(scope, key, record.status);
+  }
+  throw new DbError(`startExternal: the record of ${JSON.stringify(key)} in ${JSON.stringify(scope)} vanished ${MAX_ATTEMPTS} times (purged while in use?)`);
+}
+
+/**
+ * Records the outcome of external work started with {@link startExternal}: `COMPLETED` with the
+ * service's response, or `FAILED` with a refusal to answer every later attempt with. Only a STARTED
+ * record changes. Returns what the record holds now: the outcome given (or one a concurrent attempt
+ * recorded first, with its response), or `TOMBSTONE` when the compensation began while the call was
+ * out: that compensation orders itself after the call at the service (see ExternalStep).
+ * @throws InvalidArgumentError before anything is written when `response` is not JSON-serialisable.
+ * @throws DbUnavailableError when PostgreSQL cannot be reached (retrying is safe).
+ */
+export async function finishExternal(
+  pool: pg.Pool,
+  input: { scope: string; key: string; status: 'COMPLETED' | 'FAILED'; response: unknown },
+): Promise<{ status: 'COMPLETED' | 'FAILED'; response: unknown } | { status: 'TOMBSTONE' }> {
+  const scope = checkText(input.scope, 'scope');
+  const key = checkText(input.key, 'key');
+  const encoded = encodeResponse(input.response);
+  await runQuery(pool, 'finishExternal', FINISH, [scope, key, input.status, encoded]);
+  const { rows } = await runQuery<{ status: string; response: unknown }>(pool, 'finishExternal', READ, [scope, key]);
+  const record = rows[0];
+  if (record?.status === 'TOMBSTONE') return { status: 'TOMBSTONE' };
+  if (record?.status === 'COMPLETED' || record?.status === 'FAILED') return { status: record.status, response: record.response };
+  throw new IdempotencyRecordStateError(scope, key, record?.status ?? 'absent');
+}
+
 /**
  * Takes `key` for good without running anything, so that work keyed by it can never run after this
  * call returns: waits for an attempt in flight (an uncommitted claim) to commit or roll back, then
  * inserts a TOMBSTONE unless a record exists. Returns what holds the key now: `TOMBSTONE` (no
  * attempt ever committed; none ever will) or the status of the record found (`COMPLETED`: the work
- * committed before; whoever undoes it sees its effect). The payload is hashed as in
+ * committed before; whoever undoes it sees its effect). External work that STARTED and has no
+ * outcome yet is tombstoned too, and `STARTED` returned: an attempt may still be on the network, and
+ * the compensation must order itself after it at the other service (see ExternalStep). The payload is hashed as in
  * {@link withIdempotency}: pass the same one, or later attempts get IdempotencyKeyReuseError.
  * @throws InvalidArgumentError for an empty scope or key or a non-JSON payload.
  * @throws DbUnavailableError when PostgreSQL cannot be reached.
@@ -173,6 +254,9 @@ export async function tombstoneIdempotencyKey(pool: pg.Pool, input: Omit<Idempot
     // One statement, its own transaction: the INSERT waits for a conflicting uncommitted claim.
     const inserted = await runQuery(pool, 'tombstoneIdempotencyKey', TOMBSTONE, [scope, key, hash]);
     if (inserted.rowCount === 1) return 'TOMBSTONE';
+    // External work started and not finished: no attempt of ours may call, or record, from now on.
+    const stopped = await runQuery(pool, 'tombstoneIdempotencyKey', TOMBSTONE_STARTED, [scope, key]);
+    if (stopped.rowCount === 1) return 'STARTED';
     const { rows } = await runQuery<{ status: string }>(pool, 'tombstoneIdempotencyKey', READ, [scope, key]);
     if (rows[0]) return rows[0].status;
   }

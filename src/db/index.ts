@@ -17,7 +17,17 @@ export {
 } from './fenced-table';
 export { ordersTable } from './orders';
 export { canonicalJson, requestHash } from './canonical-json';
-export { purgeIdempotencyBatch, purgeIdempotencyRecords, tombstoneIdempotencyKey, withIdempotency, type IdempotencyInput, type IdempotentResult } from './idempotency';
+export {
+  finishExternal,
+  purgeIdempotencyBatch,
+  purgeIdempotencyRecords,
+  startExternal,
+  tombstoneIdempotencyKey,
+  withIdempotency,
+  type ExternalRecord,
+  type IdempotencyInput,
+  type IdempotentResult,
+} from './idempotency';
 export {
   DbError,
   DbUnavailableError,

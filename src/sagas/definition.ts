@@ -30,6 +30,51 @@ export interface StepContext<I> {
  */
 export type StepHandler<I> = (tx: PoolClient, ctx: StepContext<I>) => Promise<unknown>;
 
+/** What an external step's handler knows: its saga, and the keys the other service dedupes by. */
+export interface ExternalStepContext<I> extends StepContext<I> {
+  /**
+   * `<saga key>:<step>`: send it as the other service's idempotency key. Every attempt of this step
+   * (a retry after a timeout, a crash, a lost reply) sends the same one, so the service applies the
+   * effect once and answers the retry with its stored response.
+   */
+  idempotencyKey: string;
+  /** The idempotency key another step of this saga sends, e.g. the charge a refund undoes. */
+  keyOf: (step: string) => string;
+}
+
+/**
+ * A step or compensation whose effect is in another service (HTTP, gRPC): it cannot join our
+ * transaction, so its record in the idempotency store goes STARTED (committed before the call) →
+ * COMPLETED with the stored response, or FAILED with a business refusal ({@link StepRejectedError}),
+ * and no transaction is held while the service works. A retry of a STARTED record calls again with
+ * the same idempotency key; a COMPLETED or FAILED one is answered from the store.
+ *
+ * The compensation of an external step first tombstones the step's record, so no later attempt of
+ * ours calls again; but an attempt already on the network may still reach the service. So the
+ * compensation's own call must order itself after any attempt of the step at the service: undo the
+ * effect made with the step's key if there is one, wait (fail, to be retried) while the service is
+ * still working on that key, and otherwise make the service refuse that key from then on (void it).
+ * The example payment provider (src/provider) answers refunds that way; with a service that cannot
+ * void a key, the compensation has to outwait the step's attempts instead.
+ */
+export interface ExternalStep<I> {
+  readonly kind: 'external';
+  run(ctx: ExternalStepContext<I>): Promise<unknown>;
+}
+
+/** A step in our database (a {@link StepHandler}) or in another service (an {@link ExternalStep}). */
+export type StepImplementation<I> = StepHandler<I> | ExternalStep<I>;
+
+/** Declares an external step or compensation (see {@link ExternalStep}). */
+export function externalStep<I>(run: (ctx: ExternalStepContext<I>) => Promise<unknown>): ExternalStep<I> {
+  return { kind: 'external', run };
+}
+
+/** Whether `step` is an {@link ExternalStep}. */
+export function isExternalStep<I>(step: StepImplementation<I>): step is ExternalStep<I> {
+  return typeof step === 'object' && step.kind === 'external';
+}
+
 /** A saga type. */
 export interface SagaDefinition<I = unknown> {
   /** Name used by clients and in workflow ids, e.g. `order`. */
@@ -52,8 +97,8 @@ export interface SagaDefinition<I = unknown> {
   writeWork?(tx: PoolClient, input: I, signal: AbortSignal): Promise<void>;
   /** The remaining steps in order, each with its compensation. */
   steps: readonly SagaStepPlan[];
-  /** Implementations of every step and compensation named in `steps`. */
-  handlers: Record<string, StepHandler<I>>;
+  /** Implementations of every step and compensation named in `steps`: in our database, or external. */
+  handlers: Record<string, StepImplementation<I>>;
   /** How compensations run. */
   compensation: CompensationPolicy;
 }

@@ -8,10 +8,17 @@ import { requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { SagaInputError, type SagaDefinition } from './definition';
-import { orderSaga, orderSagaWithSimulations } from './order';
+import { PaymentProviderClient } from '../provider/client';
+import { orderSaga, orderSagaType, orderSagaWithSimulations, orderSagaWithSimulationsType } from './order';
 
 export * from './definition';
-export { orderSaga, orderSagaWithSimulations, DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput, type SimulatedOrderInput } from './order';
+export {
+  orderSaga,
+  orderSagaType,
+  orderSagaWithSimulations,
+  orderSagaWithSimulationsType,
+  DEFAULT_PAYMENT_PROVIDER,
+  DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput, type SimulatedOrderInput } from './order';
 
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -39,10 +46,16 @@ export const sagaTypesWithSimulations: SagaTypes = defineSagaTypes(orderSagaWith
 
 /**
  * The saga types a worker runs and a client accepts under `config`: the project's, or, when the
- * config turns `SAGA_SIMULATIONS` on, {@link sagaTypesWithSimulations}.
+ * config turns `SAGA_SIMULATIONS` on, {@link sagaTypesWithSimulations}; their payment steps call the
+ * config's provider (PAYMENT_PROVIDER_URL).
  */
-export function sagaTypesFor(config: { simulations: boolean }): SagaTypes {
-  return config.simulations ? sagaTypesWithSimulations : sagaTypes;
+export function sagaTypesFor(config: { simulations: boolean; paymentProvider?: { url: string; timeoutMs: number } }): SagaTypes {
+  const provider = config.paymentProvider;
+  if (!provider) {
+    return config.simulations ? sagaTypesWithSimulations : sagaTypes;
+  }
+  const payments = new PaymentProviderClient({ baseUrl: provider.url, timeoutMs: provider.timeoutMs });
+  return config.simulations ? defineSagaTypes(orderSagaWithSimulationsType(payments)) : defineSagaTypes(orderSagaType(payments));
 }
 
 /** The definition of `type`, or a SagaInputError naming the known ones. */

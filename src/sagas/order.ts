@@ -1,20 +1,23 @@
 /**
  * The example saga type `order`: the intent is the customer and the cart's contents; the entity is a
- * row of `orders`; the remaining steps charge the payment and reserve stock. Its variant
+ * row of `orders`; the remaining steps charge the payment (an external step: the payment provider,
+ * over HTTP, keyed by the step's idempotency key) and reserve stock (in our database). Its variant
  * `orderSagaWithSimulations` (tests and the demo, `SAGA_SIMULATIONS=true`) also accepts `simulate`:
  * a long write and slow steps.
  *
- * Example data (for tests and the demo): card `4000000000000002` is declined; card
- * `4000000000000259` can be charged but refuses refunds; `rare-coin` has one unit in stock.
+ * Example data (for tests and the demo): the provider declines card `4000000000000002` and refuses
+ * the refunds of card `4000000000000259`; `rare-coin` has one unit in stock.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { PoolClient } from 'pg';
 import { z } from 'zod';
 import { ordersTable } from '../db/orders';
-import { CompensationRefusedError, StepRejectedError, type SagaDefinition, type StepHandler } from './definition';
+import { PaymentDeclinedError, PaymentProviderClient, RefundRefusedError } from '../provider/client';
+import { CompensationRefusedError, externalStep, isExternalStep, StepRejectedError, type SagaDefinition, type StepHandler, type StepImplementation } from './definition';
 
-/** Card that every charge declines. */
+/** The payment provider's test card that every charge declines. */
 export const DECLINED_CARD = '4000000000000002';
-/** Card whose charges succeed but whose refunds are refused. */
+/** The payment provider's test card whose charges succeed and whose refunds are refused. */
 export const REFUND_REFUSED_CARD = '4000000000000259';
 
 const orderSchema = z
@@ -70,23 +73,33 @@ const bySku = (a: { sku: string }, b: { sku: string }) => (a.sku < b.sku ? -1 : 
 
 const amountOf = (input: OrderInput) => input.items.reduce((sum, i) => sum + i.quantity * i.priceCents, 0);
 
-const chargePayment: StepHandler<OrderInput> = async (tx, { sagaKey, intentKey, input }) => {
-  if (input.payment.card === DECLINED_CARD) throw new StepRejectedError('the card was declined', 'PAYMENT_DECLINED');
-  await tx.query(
-    `INSERT INTO payments (saga_key, intent_key, customer, amount_cents, card_last4, status)
-     VALUES ($1, $2, $3, $4, $5, 'CHARGED')`,
-    [sagaKey, intentKey, input.customer, amountOf(input), input.payment.card.slice(-4)],
-  );
-  return { chargedCents: amountOf(input) };
-};
+/** The payment steps of an order, charging and refunding through `payments` (see ExternalStep). */
+function paymentSteps(payments: PaymentProviderClient) {
+  const chargePayment = externalStep<OrderInput>(async ({ idempotencyKey, sagaKey, input, signal }) => {
+    try {
+      const charge = await payments.charge({ idempotencyKey, amountCents: amountOf(input), card: input.payment.card, reference: sagaKey }, signal);
+      return { chargeId: charge.id, chargedCents: charge.amountCents };
+    } catch (err) {
+      // The provider's refusal is the step's (recorded, compensated, never retried); anything else
+      // (the provider out of reach, its answer lost, the key in use) is retried with the same key.
+      if (err instanceof PaymentDeclinedError) throw new StepRejectedError('the card was declined', 'PAYMENT_DECLINED');
+      throw err;
+    }
+  });
 
-const refundPayment: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
-  const { rows } = await tx.query<{ status: string }>('SELECT status FROM payments WHERE saga_key = $1 FOR UPDATE', [sagaKey]);
-  if (rows.length === 0) return { refundedCents: 0 };
-  if (input.payment.card === REFUND_REFUSED_CARD) throw new CompensationRefusedError('the card network refused the refund');
-  await tx.query(`UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE saga_key = $1`, [sagaKey]);
-  return { refundedCents: rows[0]!.status === 'CHARGED' ? amountOf(input) : 0 };
-};
+  // Ordered after every attempt of the charge at the provider: a refund of a key it never charged
+  // voids that key, and one while the charge is in flight is answered 409 and retried.
+  const refundPayment = externalStep<OrderInput>(async ({ idempotencyKey, keyOf, signal }) => {
+    try {
+      const refund = await payments.refund({ idempotencyKey, chargeIdempotencyKey: keyOf('chargePayment') }, signal);
+      return { refund: refund.status, refundedCents: refund.amountCents };
+    } catch (err) {
+      if (err instanceof RefundRefusedError) throw new CompensationRefusedError('the card network refused the refund');
+      throw err;
+    }
+  });
+  return { chargePayment, refundPayment };
+}
 
 const reserveStock: StepHandler<OrderInput> = async (tx, { sagaKey, input }) => {
   // Lock rows in sku order so concurrent orders cannot deadlock.
@@ -115,8 +128,9 @@ const releaseStock: StepHandler<OrderInput> = async (tx, { sagaKey }) => {
   return { released: rows.length };
 };
 
-/** The `order` saga type. */
-export const orderSaga: SagaDefinition<OrderInput> = {
+/** The `order` saga type, charging and refunding through `payments`. */
+export function orderSagaType(payments: PaymentProviderClient): SagaDefinition<OrderInput> {
+  return {
   type: 'order',
   scope: 'order',
   schema: orderSchema,
@@ -130,9 +144,16 @@ export const orderSaga: SagaDefinition<OrderInput> = {
     { step: 'chargePayment', compensation: 'refundPayment' },
     { step: 'reserveStock', compensation: 'releaseStock' },
   ],
-  handlers: { chargePayment, refundPayment, reserveStock, releaseStock },
-  compensation: { parallel: false, continueOnError: true, freeIntent: true },
-};
+    handlers: { ...paymentSteps(payments), reserveStock, releaseStock },
+    compensation: { parallel: false, continueOnError: true, freeIntent: true },
+  };
+}
+
+/** The provider of a deployment left at the defaults (PAYMENT_PROVIDER_URL): see {@link orderSagaType}. */
+export const DEFAULT_PAYMENT_PROVIDER = { baseUrl: 'http://127.0.0.1:8235', timeoutMs: 10_000 };
+
+/** The `order` saga type with the default provider's address; workers build theirs from the config (`sagaTypesFor`). */
+export const orderSaga: SagaDefinition<OrderInput> = orderSagaType(new PaymentProviderClient(DEFAULT_PAYMENT_PROVIDER));
 
 /**
  * Works `ms` inside the transaction (a simulated slow step: statements, as a real step's slow work
@@ -147,25 +168,40 @@ async function work(tx: PoolClient, ms: number | undefined, signal: AbortSignal)
   signal.throwIfAborted();
 }
 
-/** `handler`, after the step delay the input asks for. */
-const slowed =
-  (handler: StepHandler<OrderInput>): StepHandler<SimulatedOrderInput> =>
-  async (tx, ctx) => {
+/** `step`, after the step delay the input asks for (in its transaction, or before its call). */
+function slowed(step: StepImplementation<OrderInput>): StepImplementation<SimulatedOrderInput> {
+  if (isExternalStep(step)) {
+    return externalStep<SimulatedOrderInput>(async (ctx) => {
+      await delay(ctx.input.simulate?.stepDelayMs ?? 0, undefined, { signal: ctx.signal }).catch((err: unknown) => {
+        ctx.signal.throwIfAborted(); // the attempt's reason (cancelled, timed out), not a bare AbortError
+        throw err;
+      });
+      return step.run(ctx);
+    });
+  }
+  return async (tx, ctx) => {
     await work(tx, ctx.input.simulate?.stepDelayMs, ctx.signal);
-    return handler(tx, ctx);
+    return step(tx, ctx);
   };
+}
 
 /**
  * The `order` saga type with simulations, for tests and the demo only (a worker and a client run it
  * when the config turns `SAGA_SIMULATIONS` on): the same type name, intent, table, steps and
  * compensations, and an input that may also carry `simulate` (a long write, slow steps).
  */
-export const orderSagaWithSimulations: SagaDefinition<SimulatedOrderInput> = {
-  ...orderSaga,
-  schema: simulatedOrderSchema,
-  async writeWork(tx, input, signal) {
-    // A long, monolithic write: work in the transaction, in slices, stopping when the lease is lost.
-    await work(tx, input.simulate?.writeDelayMs, signal);
-  },
-  handlers: { ...orderSaga.handlers, chargePayment: slowed(chargePayment), reserveStock: slowed(reserveStock) },
-};
+export function orderSagaWithSimulationsType(payments: PaymentProviderClient): SagaDefinition<SimulatedOrderInput> {
+  const order = orderSagaType(payments);
+  return {
+    ...order,
+    schema: simulatedOrderSchema,
+    async writeWork(tx, input, signal) {
+      // A long, monolithic write: work in the transaction, in slices, stopping when the lease is lost.
+      await work(tx, input.simulate?.writeDelayMs, signal);
+    },
+    handlers: { ...order.handlers, chargePayment: slowed(order.handlers.chargePayment!), reserveStock: slowed(order.handlers.reserveStock!) },
+  };
+}
+
+/** {@link orderSagaWithSimulationsType} with the default provider's address. */
+export const orderSagaWithSimulations: SagaDefinition<SimulatedOrderInput> = orderSagaWithSimulationsType(new PaymentProviderClient(DEFAULT_PAYMENT_PROVIDER));

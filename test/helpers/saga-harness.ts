@@ -4,6 +4,7 @@
  * and the saga simulations on (SAGA_SIMULATIONS: an order may ask for a long write or slow steps).
  */
 import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
@@ -12,6 +13,7 @@ import { inject } from 'vitest';
 import { SagaClient } from '../../src/client';
 import { requireIntentSecret, type Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
+import { createProviderServer, ensureProviderSchema, PaymentProviderClient, type ProviderCharge } from '../../src/provider';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { dataConverterOf } from '../../src/temporal';
@@ -37,20 +39,31 @@ export interface SagaHarness {
   newClient: (timings?: Partial<SagaTimings>) => SagaClient;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
+  /** The payment provider of this harness (in-process, real HTTP; the config's PAYMENT_PROVIDER_URL). */
+  payments: PaymentProviderClient;
+  /** The provider's charges of one saga (by the reference the order's charge sends: its saga key). */
+  chargesOf: (sagaKey: string) => Promise<ProviderCharge[]>;
   stop: () => Promise<void>;
 }
 
 /**
- * Starts a worker (unless `worker: false`) and a client for the test file named `name`. Worker and
- * client run `sagaTypes` if given, else the config's (with simulations, unless `env` turns
- * SAGA_SIMULATIONS off); worker processes started with its config (test/helpers/processes.ts) too.
+ * Starts a payment provider, a worker (unless `worker: false`) and a client for the test file named
+ * `name`. Worker and client run `sagaTypes` if given (or made from the config, when a function), else
+ * the config's (with simulations, unless `env` turns SAGA_SIMULATIONS off); worker processes started
+ * with its config (test/helpers/processes.ts) too.
  */
 export async function startHarness(
   name: string,
-  options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes } = {},
+  options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes | ((config: Config) => SagaTypes) } = {},
 ): Promise<SagaHarness> {
-  const config = testConfig(name, { ...FAST_TIMINGS, ...TEST_ENV, ...options.env });
-  const types = options.sagaTypes ?? sagaTypesFor(config);
+  const pool = createPool(testConfig(name, { ...options.env }).db);
+  await ensureProviderSchema(pool);
+  const provider = createProviderServer({ pool });
+  await provider.listen({ host: '127.0.0.1', port: 0 });
+  const providerUrl = `http://127.0.0.1:${(provider.server.address() as AddressInfo).port}`;
+  const config = testConfig(name, { ...FAST_TIMINGS, ...TEST_ENV, PAYMENT_PROVIDER_URL: providerUrl, ...options.env });
+  const types = typeof options.sagaTypes === 'function' ? options.sagaTypes(config) : (options.sagaTypes ?? sagaTypesFor(config));
+  const payments = new PaymentProviderClient({ baseUrl: config.paymentProvider.url, timeoutMs: 5000 });
   let app: AppWorker | undefined;
   let running: Promise<void> = Promise.resolve();
   let nativeConnection: NativeConnection | undefined;
@@ -60,7 +73,6 @@ export async function startHarness(
     running = app.worker.run();
   }
   const redis = createRedis(config.redis);
-  const pool = createPool(config.db);
   const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
   const temporal = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
@@ -84,6 +96,8 @@ export async function startHarness(
     pool,
     rms,
     app,
+    payments,
+    chargesOf: (sagaKey) => payments.chargesByReference(sagaKey),
     stop: async () => {
       app?.worker.shutdown();
       await running;
@@ -91,6 +105,7 @@ export async function startHarness(
       await nativeConnection?.close();
       await connection.close();
       redis.disconnect();
+      await provider.close();
       await pool.end();
     },
   };

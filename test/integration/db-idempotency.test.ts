@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   IdempotencyKeyReuseError,
   IdempotencyKeyTombstonedError,
+  finishExternal,
   purgeIdempotencyRecords,
+  startExternal,
   requestHash,
   tombstoneIdempotencyKey,
   withIdempotency,
@@ -292,6 +294,60 @@ describe('tombstoneIdempotencyKey', () => {
   });
 });
 
+describe('external work (startExternal, finishExternal)', () => {
+  it('records STARTED before the call, lets a retry call again with the same key, and answers from the store once COMPLETED', async () => {
+    const scope = uniqueId('external');
+    const key = 'saga-1:chargePayment';
+    const payload = { intentKey: 'order:x', fencingToken: '7' };
+
+    const first = await startExternal(pool, { scope, key, payload });
+    const stored = await record(scope, key);
+    const retry = await startExternal(pool, { scope, key, payload });
+    const finished = await finishExternal(pool, { scope, key, status: 'COMPLETED', response: { chargeId: 'ch_1' } });
+    const later = await startExternal(pool, { scope, key, payload });
+
+    expect(first).toEqual({ status: 'STARTED' });
+    expect(stored).toMatchObject({ status: 'STARTED', request_hash: requestHash(payload) });
+    expect(retry).toEqual({ status: 'STARTED' });
+    expect(finished).toEqual({ status: 'COMPLETED', response: { chargeId: 'ch_1' } });
+    expect(later).toEqual({ status: 'COMPLETED', response: { chargeId: 'ch_1' } });
+  });
+
+  it('keeps the first outcome: a second attempt recording another one gets the first', async () => {
+    const scope = uniqueId('external-first');
+    await startExternal(pool, { scope, key: 'k', payload: 1 });
+
+    const refused = await finishExternal(pool, { scope, key: 'k', status: 'FAILED', response: { reason: 'PAYMENT_DECLINED', message: 'declined' } });
+    const late = await finishExternal(pool, { scope, key: 'k', status: 'COMPLETED', response: { chargeId: 'ch_2' } });
+
+    expect(refused).toEqual({ status: 'FAILED', response: { reason: 'PAYMENT_DECLINED', message: 'declined' } });
+    expect(late).toEqual(refused);
+    expect(await startExternal(pool, { scope, key: 'k', payload: 1 })).toEqual(refused);
+  });
+
+  it('after the compensation tombstoned a STARTED record: no attempt calls again, and one that was out records nothing', async () => {
+    const scope = uniqueId('external-tombstone');
+    await startExternal(pool, { scope, key: 'k', payload: 1 });
+
+    const found = await tombstoneIdempotencyKey(pool, { scope, key: 'k', payload: 1 });
+    const late = await finishExternal(pool, { scope, key: 'k', status: 'COMPLETED', response: { chargeId: 'ch_3' } });
+
+    expect(found).toBe('STARTED');
+    expect(late).toEqual({ status: 'TOMBSTONE' });
+    expect(await record(scope, 'k')).toMatchObject({ status: 'TOMBSTONE', response: null });
+    await expect(startExternal(pool, { scope, key: 'k', payload: 1 })).rejects.toBeInstanceOf(IdempotencyKeyTombstonedError);
+  });
+
+  it('refuses the same key with another payload, and a key whose compensation came first', async () => {
+    const scope = uniqueId('external-refusals');
+    await startExternal(pool, { scope, key: 'k', payload: 1 });
+    await tombstoneIdempotencyKey(pool, { scope, key: 'never-started', payload: 1 });
+
+    await expect(startExternal(pool, { scope, key: 'k', payload: 2 })).rejects.toBeInstanceOf(IdempotencyKeyReuseError);
+    await expect(startExternal(pool, { scope, key: 'never-started', payload: 1 })).rejects.toBeInstanceOf(IdempotencyKeyTombstonedError);
+  });
+});
+
 describe('purgeIdempotencyRecords', () => {
   it('deletes the completed records older than the given age, returns how many, and keeps younger ones', async () => {
     // Other tests share the table: this test's old records are ten years old, nobody else's are.
@@ -304,6 +360,17 @@ describe('purgeIdempotencyRecords', () => {
     expect(purged).toBe(3);
     const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1', [scope]);
     expect(rows.map((r) => r.key)).toEqual(['young']);
+  });
+
+  it('deletes external work left STARTED past the age too (its saga gave up on it long ago)', async () => {
+    const scope = uniqueId('purge-started');
+    await startExternal(pool, { scope, key: 'old', payload: 1 });
+    await startExternal(pool, { scope, key: 'young', payload: 1 });
+    await pool.query(`UPDATE idempotency_store SET updated_at = now() - interval '10 years' WHERE scope = $1 AND key = 'old'`, [scope]);
+
+    expect(await purgeIdempotencyRecords(pool, { olderThanMs: 9 * 365 * 24 * 3600 * 1000 })).toBe(1);
+    const { rows } = await pool.query<{ key: string; status: string }>('SELECT key, status FROM idempotency_store WHERE scope = $1', [scope]);
+    expect(rows).toEqual([{ key: 'young', status: 'STARTED' }]);
   });
 
   it('refuses a negative or fractional age', async () => {

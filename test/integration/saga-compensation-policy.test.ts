@@ -1,20 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersTable } from '../../src/db';
-import { REFUND_REFUSED_CARD, defineSagaTypes, orderSaga } from '../../src/sagas';
+import { REFUND_REFUSED_CARD, defineSagaTypes, sagaTypesFor } from '../../src/sagas';
 import type { CompensationPolicy } from '../../src/shared';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
-
-/** The order saga under another compensation policy: the worker takes the policy from the type, never from the caller. */
-const withPolicy = (type: string, compensation: CompensationPolicy) => ({ ...orderSaga, type, compensation });
 
 let h: SagaHarness;
 beforeAll(async () => {
   h = await startHarness('saga compensation policy', {
-    sagaTypes: defineSagaTypes(
-      withPolicy('order-stop-on-error', { parallel: false, continueOnError: false, freeIntent: true }),
-      withPolicy('order-parallel', { parallel: true, continueOnError: true, freeIntent: true }),
-      withPolicy('order-keep-intent', { parallel: false, continueOnError: true, freeIntent: false }),
-    ),
+    sagaTypes: (config) => {
+      /** The order saga (with the harness's payment provider) under another compensation policy: the worker takes the policy from the type, never from the caller. */
+      const withPolicy = (type: string, compensation: CompensationPolicy) => ({ ...sagaTypesFor(config).order!, type, compensation });
+      return defineSagaTypes(
+        withPolicy('order-stop-on-error', { parallel: false, continueOnError: false, freeIntent: true }),
+        withPolicy('order-parallel', { parallel: true, continueOnError: true, freeIntent: true }),
+        withPolicy('order-keep-intent', { parallel: false, continueOnError: true, freeIntent: false }),
+      );
+    },
   });
 });
 afterAll(async () => {

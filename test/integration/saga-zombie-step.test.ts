@@ -34,14 +34,25 @@ function watchEnd(tx: PoolClient, onEnd: () => void): void {
   });
 }
 
-const chargeAfterHungCall: StepHandler<OrderInput> = async (tx, ctx) => {
+/** A charge in our own database (a step in the transaction that records its key), after the hung call. */
+const chargeAfterHungCall: StepHandler<OrderInput> = async (tx, { sagaKey, intentKey, input }) => {
   if (!firstAttemptEnded) firstAttemptEnded = new Promise((resolve) => watchEnd(tx, resolve));
   called();
   await answered; // deaf to ctx.signal
-  return orderSaga.handlers.chargePayment!(tx, ctx);
+  await tx.query(
+    `INSERT INTO payments (saga_key, intent_key, customer, amount_cents, card_last4, status) VALUES ($1, $2, $3, 100, $4, 'CHARGED')`,
+    [sagaKey, intentKey, input.customer, input.payment.card.slice(-4)],
+  );
+  return { charged: true };
 };
 
-const types = defineSagaTypes({ ...orderSaga, handlers: { ...orderSaga.handlers, chargePayment: chargeAfterHungCall } });
+/** Its compensation, in the same database: what it finds charged, it refunds. */
+const refundInDatabase: StepHandler<OrderInput> = async (tx, { sagaKey }) => {
+  const { rowCount } = await tx.query(`UPDATE payments SET status = 'REFUNDED', updated_at = now() WHERE saga_key = $1 AND status = 'CHARGED'`, [sagaKey]);
+  return { refunded: rowCount };
+};
+
+const types = defineSagaTypes({ ...orderSaga, handlers: { ...orderSaga.handlers, chargePayment: chargeAfterHungCall, refundPayment: refundInDatabase } });
 
 let h: SagaHarness;
 beforeAll(async () => {

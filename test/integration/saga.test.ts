@@ -20,6 +20,8 @@ afterAll(async () => {
 
 const rowOf = (intentKey: string) => ordersTable.find(h.pool, intentKey);
 const phaseOf = async (workflowId: string) => (await h.client.status(workflowId)).state;
+const stepRecord = async (workflowId: string, step: string) =>
+  (await h.pool.query<{ status: string }>(`SELECT status FROM idempotency_store WHERE scope = 'order-step' AND key = $1`, [`${workflowId}:${step}`])).rows[0];
 
 /** The local activities the saga ran (recorded as markers), in order. */
 async function localActivities(workflowId: string): Promise<string[]> {
@@ -150,8 +152,8 @@ describe('the order saga', () => {
       stepsDone: ['chargePayment'],
       compensationsRun: ['releaseStock', 'refundPayment', 'undoEntity'],
     });
-    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    // The provider charged once, and refunded that charge.
+    expect(await h.chargesOf(started.workflowId)).toMatchObject([{ status: 'succeeded', refunded: true }]);
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
     expect((await h.rms.inspect(started.intentKey)).exists).toBe(false);
     expect(await activityTrail(started.workflowId)).toEqual([
@@ -227,8 +229,9 @@ describe('the order saga', () => {
 
     expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', stepsDone: [] });
     expect(final.errors[0]!.message).toMatch(/PAYMENT_DECLINED/);
-    const payment = await h.pool.query('SELECT 1 FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rowCount).toBe(0);
+    // The provider's answer, recorded as the step's refusal: nothing charged.
+    expect((await h.chargesOf(started.workflowId)).filter((c) => c.status === 'succeeded')).toEqual([]);
+    expect((await stepRecord(started.workflowId, 'chargePayment'))?.status).toBe('FAILED');
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
@@ -243,8 +246,7 @@ describe('the order saga', () => {
     // The refund failed, so the entity is not undone: the payment is still CHARGED, and the order row
     // keeps the customer, items and amount an operator needs to settle it.
     expect(final.compensationsRun).toEqual(['releaseStock']);
-    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'CHARGED' }]);
+    expect(await h.chargesOf(started.workflowId)).toMatchObject([{ status: 'succeeded', refunded: false }]);
     expect(await rowOf(started.intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: final.fencingToken, data: { customer: cart.customer } });
     expect((await h.rms.inspect(started.intentKey)).exists).toBe(true);
     // A new order for the same cart cannot take the row over.
@@ -269,8 +271,7 @@ describe('the order saga', () => {
     expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: [] });
     // Only the compensation of the step that was tried runs, after that step's attempt ended.
     expect(final.compensationsRun).toEqual(['refundPayment', 'undoEntity']);
-    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([]);
+    expect((await h.chargesOf(started.workflowId)).filter((c) => c.status === 'succeeded')).toEqual([]);
     // The stopped step's key is taken by its compensation: no late attempt can charge.
     const record = await h.pool.query(`SELECT status FROM idempotency_store WHERE scope = 'order-step' AND key = $1`, [`${started.workflowId}:chargePayment`]);
     expect(record.rows).toEqual([{ status: 'TOMBSTONE' }]);
@@ -286,8 +287,7 @@ describe('the order saga', () => {
 
     expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', stepsDone: ['chargePayment'] });
     expect(final.compensationsRun).toEqual(['releaseStock', 'refundPayment', 'undoEntity']);
-    const payment = await h.pool.query('SELECT status FROM payments WHERE saga_key = $1', [started.workflowId]);
-    expect(payment.rows).toEqual([{ status: 'REFUNDED' }]);
+    expect(await h.chargesOf(started.workflowId)).toMatchObject([{ status: 'succeeded', refunded: true }]);
     const held = await h.pool.query(`SELECT sku FROM stock_reservations WHERE saga_key = $1`, [started.workflowId]);
     expect(held.rows).toEqual([]);
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');

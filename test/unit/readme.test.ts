@@ -48,7 +48,7 @@ const EXERCISED: Record<string, string> = {
 };
 
 /** Variables the dev scripts read besides the config's. */
-const DEV_VARIABLES = ['TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
+const DEV_VARIABLES = ['TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
 
 const commands: { file: string; command: ShellCommand }[] = Object.entries(DOCS).flatMap(([file, text]) =>
   codeBlocks(text)

@@ -6,7 +6,7 @@
 import type { PoolClient } from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config';
-import { orderSaga, orderSagaWithSimulations, planSaga, prepareSaga, sagaTypes, sagaTypesFor, type OrderInput } from '../../src/sagas';
+import { orderSaga, orderSagaWithSimulations, planSaga, prepareSaga, sagaTypes, sagaTypesFor, type ExternalStep, type OrderInput, type SimulatedOrderInput, type StepHandler } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
@@ -39,7 +39,9 @@ describe('the production order type', () => {
 
   it('is what the project ships, and what a config without SAGA_SIMULATIONS selects', () => {
     expect(sagaTypes.order).toBe(orderSaga);
-    expect(sagaTypesFor(loadConfig({}))).toBe(sagaTypes);
+    // A worker's own (its payment steps call the config's provider), with the production schema.
+    expect(Object.keys(sagaTypesFor(loadConfig({})))).toEqual(['order']);
+    expect(sagaTypesFor(loadConfig({})).order!.schema).toBe(orderSaga.schema);
   });
 
   it('never waits on a delay that slipped past the schema, in its write or its steps', async () => {
@@ -48,7 +50,7 @@ describe('the production order type', () => {
     const t0 = Date.now();
 
     await orderSaga.writeWork?.(tx, smuggled, AbortSignal.timeout(100)).catch(() => undefined);
-    await orderSaga.handlers.chargePayment!(tx, { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: smuggled, signal: new AbortController().signal });
+    await (orderSaga.handlers.reserveStock as StepHandler<OrderInput>)(tx, { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: smuggled, signal: new AbortController().signal });
 
     expect(statements.filter((s) => /pg_sleep/.test(s))).toEqual([]);
     expect(Date.now() - t0).toBeLessThan(1000);
@@ -59,7 +61,7 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
   const types = () => sagaTypesFor(loadConfig({ SAGA_SIMULATIONS: 'true' }));
 
   it('is selected by the switch, under the same type name, scope and steps', () => {
-    expect(types().order).toBe(orderSagaWithSimulations);
+    expect(types().order!.schema).toBe(orderSagaWithSimulations.schema);
     expect(orderSagaWithSimulations).toMatchObject({ type: 'order', scope: 'order', steps: orderSaga.steps, table: orderSaga.table });
   });
 
@@ -95,12 +97,12 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
     const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 200 } }, signal: new AbortController().signal };
     const t0 = Date.now();
 
-    await orderSagaWithSimulations.handlers.chargePayment!(tx, ctx);
+    await (orderSagaWithSimulations.handlers.reserveStock as StepHandler<SimulatedOrderInput>)(tx, ctx);
 
     expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
     // The delay is work in the transaction (never an idle one), then the effect.
     expect(statements.some((s) => /pg_sleep/.test(s))).toBe(true);
-    expect(statements.at(-1)).toContain('INSERT INTO payments');
+    expect(statements.at(-1)).toContain('INSERT INTO stock_reservations');
   });
 
   it('stops a slow step when its attempt is given up, before its effect', async () => {
@@ -108,11 +110,33 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
     const givenUp = new AbortController();
     const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 60_000 } }, signal: givenUp.signal };
 
-    const charging = orderSagaWithSimulations.handlers.chargePayment!(tx, ctx);
+    const charging = (orderSagaWithSimulations.handlers.reserveStock as StepHandler<SimulatedOrderInput>)(tx, ctx);
     await new Promise((r) => setTimeout(r, 20));
     givenUp.abort(new Error('cancelled'));
 
     await expect(charging).rejects.toThrow('cancelled');
-    expect(statements.some((s) => s.includes('INSERT INTO payments'))).toBe(false);
+    expect(statements.some((s) => s.includes('stock'))).toBe(false);
+  });
+
+  it('stops a slow external step (the charge) when its attempt is given up, before it calls the provider', async () => {
+    const charge = orderSagaWithSimulations.handlers.chargePayment as ExternalStep<SimulatedOrderInput>;
+    const givenUp = new AbortController();
+    const called: string[] = [];
+    const fetchSpy = globalThis.fetch;
+    globalThis.fetch = (async (url: string) => {
+      called.push(String(url));
+      throw new Error('no provider in a unit test');
+    }) as typeof fetch;
+    try {
+      const ctx = { sagaKey: 'order-k1', intentKey: 'order:x', fencingToken: '1', input: { ...cart, simulate: { stepDelayMs: 60_000 } }, signal: givenUp.signal, idempotencyKey: 'order-k1:chargePayment', keyOf: (step: string) => `order-k1:${step}` };
+      const charging = charge.run(ctx);
+      await new Promise((r) => setTimeout(r, 20));
+      givenUp.abort(new Error('cancelled'));
+
+      await expect(charging).rejects.toThrow('cancelled');
+      expect(called).toEqual([]);
+    } finally {
+      globalThis.fetch = fetchSpy;
+    }
   });
 });

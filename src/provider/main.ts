@@ -1,0 +1,58 @@
+/** Runs the example payment provider as a service (what `saga payment-provider` starts). */
+import type { AddressInfo } from 'node:net';
+import type { Config } from '../config';
+import { createPool } from '../db/pool';
+import { ensureProviderSchema } from './schema';
+import { createProviderServer } from './server';
+
+/** Options of {@link runPaymentProvider}. */
+export interface RunPaymentProviderOptions {
+  /**
+   * Receives one line per charge or refund outcome (see {@link createProviderServer}).
+   * @default a line on stdout
+   */
+  log?: (line: string) => void;
+}
+
+/** A running provider. */
+export interface RunningPaymentProvider {
+  /** The URL it listens on, e.g. `http://127.0.0.1:8235` (the bound port when the config asks for port 0). */
+  url: string;
+  /** Stops accepting requests, lets those in flight finish, and ends its database pool. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the example payment provider from `config`: a pool on `config.db`, schema
+ * `payment_provider` made if missing, and the server listening on `config.paymentProvider.host`
+ * and `port`. Installs no signal handlers: the caller decides when to {@link RunningPaymentProvider.close}.
+ */
+export async function runPaymentProvider(config: Config, options: RunPaymentProviderOptions = {}): Promise<RunningPaymentProvider> {
+  const log = options.log ?? ((line: string) => void process.stdout.write(`${line}\n`));
+  const pool = createPool(config.db);
+  try {
+    await ensureProviderSchema(pool);
+    const app = createProviderServer({ pool, log });
+    try {
+      await app.listen({ host: config.paymentProvider.host, port: config.paymentProvider.port });
+    } catch (err) {
+      await app.close();
+      throw err;
+    }
+    const { port } = app.server.address() as AddressInfo;
+    const host = config.paymentProvider.host.includes(':') ? `[${config.paymentProvider.host}]` : config.paymentProvider.host;
+    return {
+      url: `http://${host}:${port}`,
+      async close() {
+        try {
+          await app.close();
+        } finally {
+          await pool.end();
+        }
+      },
+    };
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+}
