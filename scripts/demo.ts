@@ -9,7 +9,7 @@
  * Environment: the usual config variables (src/config.ts); the demo's defaults are a short lease
  * (LEASE_MS=3000, HEARTBEAT_INTERVAL_MS=500, HEARTBEAT_TIMEOUT_MS=1500) so the long write visibly
  * outlives its initial lease, and it always turns SAGA_SIMULATIONS on (for its worker and its client),
- * since the long write is an order's test knob `simulate.writeDelayMs`. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT, TEMPORAL_DEV_PROVIDER_PORT and TEMPORAL_DEV_DATA_DIR place
+ * since the long write is an order's test knob `simulate.writeDelayMs`. TEMPORAL_DEV_PORT, TEMPORAL_DEV_UI_PORT, TEMPORAL_DEV_PROVIDER_PORT, TEMPORAL_DEV_SERVE_PORT and TEMPORAL_DEV_DATA_DIR place
  * the dev server (see scripts/dev-up); TEMPORAL_ADDRESS and TEMPORAL_UI_URL follow them unless set.
  */
 import { randomBytes } from 'node:crypto';
@@ -74,11 +74,19 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
   const ui = `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}/workflows`;
   const query = (q: string) => `${ui}?query=${encodeURIComponent(q)}`;
   const logPath = path.relative(ROOT, path.join(dataDir, 'demo-worker.log'));
-  const example = JSON.stringify({
+  const cart = {
     customer: `you-${Date.now().toString(36)}`,
     items: [{ sku: 'widget', quantity: 1, priceCents: 500 }],
     payment: { card: '4242424242424242' },
-  });
+  };
+  const example = JSON.stringify(cart);
+  // The HTTP API (saga serve, started by dev-up), as a caller in any language would use it: its
+  // development token is in dev.env (client `dev`), read by the shell, never printed.
+  const api = `http://127.0.0.1:${process.env.TEMPORAL_DEV_SERVE_PORT ?? 8236}`;
+  const apiKey = `try-${Date.now().toString(36)}`;
+  const curl = (key: string, body: string) =>
+    `curl -sS -i ${api}/v1/sagas/order -H "Authorization: Bearer \${SAGA_SERVE_TOKENS#dev:}" -H 'Idempotency-Key: ${key}' -H 'Content-Type: application/json' -d '${body}'`;
+  const other = JSON.stringify({ ...cart, customer: `${cart.customer}-b` });
   return [
     'What to try next (the dev server and the worker keep running; Ctrl-C stops what the demo started):',
     ...env.map((e) => `  ${e}`),
@@ -88,6 +96,15 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
     '      a new saga, its phases shown as they happen; run it again: DUPLICATE at the gate (exit 3), no saga started',
     `  bin/saga intent --type order --data '${example}'`,
     '      that cart\'s reservation in Redis and its row in PostgreSQL',
+    `  The HTTP API (saga serve, ${api}; docs/http.md), one curl per answer:`,
+    `  ${curl(apiKey, example)}`,
+    '      201 Created, Location of the saga (SUCCESS); the same command again: the same answer, replayed (Idempotent-Replayed: true)',
+    `  ${curl(`${apiKey}-again`, example)}`,
+    '      409 duplicate (the order exists), or 409 conflict with Retry-After while the first one still runs: no saga started',
+    `  ${curl(apiKey, other)}`,
+    '      422: the idempotency key reused with another body',
+    `  curl -sS ${api}/v1/sagas/order-dev.${apiKey} -H "Authorization: Bearer \${SAGA_SERVE_TOKENS#dev:}"`,
+    '      the saga: phase, steps, outcome',
     `  Temporal UI, sagas by outcome: ${query('SagaOutcome = "COMPENSATED"')}`,
     `  other searches there: SagaType = "order" AND SagaOutcome = "COMPLETED"   or   IntentKey = "${byId('retry-1')?.intentKey ?? ''}"`,
     '  requests rejected at the gate have no saga, so no search finds them: the table\'s gate counts do',

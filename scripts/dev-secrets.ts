@@ -12,6 +12,8 @@ import { generateCodecKey } from '../src/codec/keys';
 const DEV_SECRETS: Record<string, () => string> = {
   INTENT_KEY_SECRET: () => randomBytes(32).toString('base64'),
   SAGA_CODEC_KEYS: () => generateCodecKey('dev1'),
+  // `saga serve`'s one caller in development: client id `dev`, a random bearer token.
+  SAGA_SERVE_TOKENS: () => `dev:${randomBytes(24).toString('base64url')}`,
 };
 
 /** The variables the file holds. */

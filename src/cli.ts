@@ -305,6 +305,18 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     });
 
   program
+    .command('serve')
+    .description('serve the HTTP API (SAGA_SERVE_ADDRESS; docs/http.md): POST /v1/sagas/{type} with an Idempotency-Key through the gate, status, list, cancel')
+    .option('--log-requests', 'log each request (method, URL, status, timing; never headers or bodies)')
+    .action(async (opts: { logRequests?: boolean }) => {
+      const cfg = await config();
+      // Loaded only here: the other commands need no HTTP server. It stops on SIGINT or SIGTERM.
+      const { runSagaServer } = await import('./http/index.js');
+      const server = await runSagaServer(cfg, { logRequests: !!opts.logRequests });
+      await server.closed;
+    });
+
+  program
     .command('setup')
     .description('make the Temporal cluster ready for the sagas: the namespace (if asked), the search attributes, the schedules; idempotent')
     .option('--create-namespace', 'register TEMPORAL_NAMESPACE when it does not exist')

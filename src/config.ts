@@ -144,6 +144,23 @@ const envSchema = z.object({
   CODEC_SERVER_TOKEN: optionalText,
   /** Comma-separated origins of the Temporal UIs that may call the codec server. @default the origin of TEMPORAL_UI_URL */
   CODEC_SERVER_CORS_ORIGINS: optionalText,
+  /** Where `saga serve` (the HTTP API) listens (host:port; port 0 picks a free one). @default 127.0.0.1:8236 */
+  SAGA_SERVE_ADDRESS: z
+    .string()
+    .default('127.0.0.1:8236')
+    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /**
+   * The HTTP API's callers: `<client id>:<bearer token>`, comma-separated, one per client. A client id
+   * is 1-32 letters, digits or _ (it names the client's idempotency-key namespace); a token is 16 or
+   * more printable ASCII characters without spaces or commas. Required by `saga serve`; never logged.
+   */
+  SAGA_SERVE_TOKENS: optionalText,
+  /** Largest request body `saga serve` reads; larger ones get 413. @default 65536 */
+  SAGA_SERVE_BODY_LIMIT_BYTES: z.coerce.number().int('must be a whole number of bytes').min(1024, 'must be at least 1024').max(1024 * 1024, 'must be at most 1048576').default(64 * 1024),
+  /** Largest request head (request line and headers) `saga serve` reads; larger ones get 431. @default 8192 */
+  SAGA_SERVE_MAX_HEADER_BYTES: z.coerce.number().int('must be a whole number of bytes').min(1024, 'must be at least 1024').max(64 * 1024, 'must be at most 65536').default(8 * 1024),
+  /** Deadline of one `saga serve` request, from its arrival to its answer; past it, 503. @default 10000 */
+  SAGA_SERVE_REQUEST_TIMEOUT_MS: positiveMs(10_000, 600_000),
   /** Base URL of the payment provider the `order` saga charges and refunds through. @default http://127.0.0.1:8235 */
   PAYMENT_PROVIDER_URL: url(['http:', 'https:'], 'http://127.0.0.1:8235'),
   /** Time limit of one call to the payment provider (the step is retried with the same key). @default 10000 */
@@ -156,7 +173,7 @@ const envSchema = z.object({
 });
 
 /** Variables whose values are secrets: a message about them never shows the value. */
-const SECRET_VARIABLES: ReadonlySet<string> = new Set(['INTENT_KEY_SECRET', 'SAGA_CODEC_KEYS', 'CODEC_SERVER_TOKEN']);
+const SECRET_VARIABLES: ReadonlySet<string> = new Set(['INTENT_KEY_SECRET', 'SAGA_CODEC_KEYS', 'CODEC_SERVER_TOKEN', 'SAGA_SERVE_TOKENS']);
 
 /** The validated configuration. */
 export interface Config {
@@ -186,6 +203,11 @@ export interface Config {
   secrets: { intentKey?: Buffer; codecKeys?: CodecKeys; codecKeysText?: string };
   /** `saga codec-server`: where it listens, its token, the UI origins it answers. */
   codecServer: { host: string; port: number; token?: string; corsOrigins: string[] };
+  /**
+   * `saga serve`: where it listens, its callers (client id and bearer token each; empty when
+   * SAGA_SERVE_TOKENS is unset), its body and header limits, the deadline of a request.
+   */
+  serve: { host: string; port: number; clients: { id: string; token: string }[]; bodyLimitBytes: number; maxHeaderBytes: number; requestTimeoutMs: number };
   /** The payment provider: the URL the `order` saga calls, and where the example provider listens. */
   paymentProvider: { url: string; timeoutMs: number; host: string; port: number };
 }
@@ -218,6 +240,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   const [codecHost, codecPort] = e.CODEC_SERVER_ADDRESS.split(':') as [string, string];
+  const [serveHost, servePort] = e.SAGA_SERVE_ADDRESS.split(':') as [string, string];
+  const serveClients = e.SAGA_SERVE_TOKENS === undefined ? [] : parseServeTokens(e.SAGA_SERVE_TOKENS);
   const [providerHost, providerPort] = e.PAYMENT_PROVIDER_ADDRESS.split(':') as [string, string];
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
@@ -279,8 +303,40 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       token: e.CODEC_SERVER_TOKEN,
       corsOrigins: e.CODEC_SERVER_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter((o) => o !== '') ?? [new URL(e.TEMPORAL_UI_URL).origin],
     },
+    serve: {
+      host: serveHost,
+      port: Number(servePort),
+      clients: serveClients,
+      bodyLimitBytes: e.SAGA_SERVE_BODY_LIMIT_BYTES,
+      maxHeaderBytes: e.SAGA_SERVE_MAX_HEADER_BYTES,
+      requestTimeoutMs: e.SAGA_SERVE_REQUEST_TIMEOUT_MS,
+    },
     paymentProvider: { url: e.PAYMENT_PROVIDER_URL.replace(/\/+$/, ''), timeoutMs: e.PAYMENT_PROVIDER_TIMEOUT_MS, host: providerHost, port: Number(providerPort) },
   };
+}
+
+/**
+ * The callers of `saga serve` from SAGA_SERVE_TOKENS (`<client id>:<token>,...`); a message names
+ * the entry at fault by its position and never shows a token.
+ */
+function parseServeTokens(text: string): { id: string; token: string }[] {
+  const clients: { id: string; token: string }[] = [];
+  for (const [index, entry] of text.split(',').map((e) => e.trim()).entries()) {
+    const at = entry.indexOf(':');
+    const id = at < 0 ? '' : entry.slice(0, at);
+    const token = at < 0 ? '' : entry.slice(at + 1);
+    const where = `entry ${index + 1}`;
+    if (!/^[A-Za-z0-9_]{1,32}$/.test(id)) {
+      throw new ConfigError('SAGA_SERVE_TOKENS', `${where} must be <client id>:<token>, the client id 1-32 letters, digits or _ (the value is not shown)`);
+    }
+    if (!/^[\x21-\x7e]{16,}$/.test(token)) {
+      throw new ConfigError('SAGA_SERVE_TOKENS', `${where} (client ${id}): the token must be at least 16 printable ASCII characters without spaces or commas (it is not shown)`);
+    }
+    if (clients.some((c) => c.id === id)) throw new ConfigError('SAGA_SERVE_TOKENS', `${where}: client ${id} is listed twice`);
+    if (clients.some((c) => c.token === token)) throw new ConfigError('SAGA_SERVE_TOKENS', `${where} (client ${id}): two clients share one token`);
+    clients.push({ id, token });
+  }
+  return clients;
 }
 
 /** A secret given as base64 (or base64url) of at least `minBytes` bytes; the message never shows it. */
@@ -340,7 +396,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider } = config;
+  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider, serve } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -372,6 +428,11 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     CODEC_SERVER_ADDRESS: `${codecServer.host}:${codecServer.port}`,
     CODEC_SERVER_TOKEN: codecServer.token ?? '',
     CODEC_SERVER_CORS_ORIGINS: codecServer.corsOrigins.join(','),
+    SAGA_SERVE_ADDRESS: `${serve.host}:${serve.port}`,
+    SAGA_SERVE_TOKENS: serve.clients.map((c) => `${c.id}:${c.token}`).join(','),
+    SAGA_SERVE_BODY_LIMIT_BYTES: String(serve.bodyLimitBytes),
+    SAGA_SERVE_MAX_HEADER_BYTES: String(serve.maxHeaderBytes),
+    SAGA_SERVE_REQUEST_TIMEOUT_MS: String(serve.requestTimeoutMs),
     PAYMENT_PROVIDER_URL: paymentProvider.url,
     PAYMENT_PROVIDER_TIMEOUT_MS: String(paymentProvider.timeoutMs),
     PAYMENT_PROVIDER_ADDRESS: `${paymentProvider.host}:${paymentProvider.port}`,

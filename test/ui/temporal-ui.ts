@@ -155,7 +155,7 @@ async function main(): Promise<number> {
   const started = Date.now();
   const run = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   const dataDir = mkdtempSync(path.join(tmpdir(), 'rs-ui-'));
-  const [grpcPort, uiPort, codecPort, providerPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [grpcPort, uiPort, codecPort, providerPort, servePort] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   const baseDb = new URL(loadConfig().db.url);
   const db = new URL(baseDb);
   db.pathname = `/rs_ui_${run}`;
@@ -166,6 +166,7 @@ async function main(): Promise<number> {
     TEMPORAL_DEV_UI_PORT: String(uiPort),
     TEMPORAL_DEV_CODEC_PORT: String(codecPort),
     TEMPORAL_DEV_PROVIDER_PORT: String(providerPort),
+    TEMPORAL_DEV_SERVE_PORT: String(servePort),
     PAYMENT_PROVIDER_URL: `http://127.0.0.1:${providerPort}`,
     TEMPORAL_DEV_DATA_DIR: dataDir,
     TEMPORAL_ADDRESS: `127.0.0.1:${grpcPort}`,

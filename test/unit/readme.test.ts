@@ -44,11 +44,12 @@ const EXERCISED: Record<string, string> = {
   'make dev': 'make demo and make test-ui run scripts/dev-up, which is all that make dev runs',
   'make dev-down': 'make test-ui stops its dev server with scripts/dev-down, which is all that make dev-down runs',
   'make lint': 'make test runs the lint target',
+  'bash docs/examples/http-walkthrough.sh': 'test/integration/http-api.test.ts runs this script against saga serve and a worker',
   'npm run worker': 'make demo and test/integration/saga-worker-crash.test.ts start src/worker.ts with tsx, which is what it runs',
 };
 
-/** Variables the dev scripts read besides the config's. */
-const DEV_VARIABLES = ['TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
+/** Variables the dev scripts and the examples (docs/examples/http-walkthrough.sh) read besides the config's. */
+const DEV_VARIABLES = ['SAGA_API_URL', 'SAGA_API_TOKEN', 'TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_SERVE_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
 
 const commands: { file: string; command: ShellCommand }[] = Object.entries(DOCS).flatMap(([file, text]) =>
   codeBlocks(text)

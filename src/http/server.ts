@@ -1,0 +1,380 @@
+/**
+ * `saga serve`: the HTTP front door of the gate, for callers in any language. `POST /v1/sagas/{type}`
+ * with an `Idempotency-Key` header answers through `SagaClient.start` (SUCCESS 201, DUPLICATE and
+ * CONFLICT 409), and the saga can then be read, listed and cancelled. Every error is an RFC 9457
+ * problem document; nothing logged or answered quotes a token or the request's data.
+ */
+import type { Client } from '@temporalio/client';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { SagaClient, StartedSaga } from '../client';
+import type { SagaTypes } from '../sagas';
+import { BearerTokens, type ApiClient } from './auth';
+import { classifyError } from './errors';
+import { namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
+import { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
+import { listSagas } from './list';
+import { problem, ProblemType, rawProblemResponse, sendProblem } from './problems';
+
+/** What the server needs of SagaClient (a SagaClient, or a wrapper around one in tests). */
+export interface SagaBackend {
+  start: SagaClient['start'];
+  status: SagaClient['status'];
+  cancel: SagaClient['cancel'];
+  url: SagaClient['url'];
+  /** The Temporal client (for listing a caller's own sagas and the readiness probe). */
+  readonly temporal: Client;
+}
+
+/** A readiness probe: resolves when its service answers, rejects (or times out) otherwise. */
+export type ReadinessProbe = () => Promise<void>;
+
+/** Options of {@link createSagaServer}. */
+export interface SagaServerOptions {
+  /** The gate and the saga operations. */
+  client: SagaBackend;
+  /** The saga types `client` accepts (its config's `sagaTypesFor`): routes, ownership, `/openapi.json`. */
+  types: SagaTypes;
+  /** Task queue of the sagas (listing is restricted to it, as SagaClient.list is). */
+  taskQueue: string;
+  /** The callers and their bearer tokens; at least one. */
+  clients: readonly ApiClient[];
+  /** `/readyz` probes by service name (e.g. redis, postgres, temporal); each must answer within 2 s. */
+  readiness: Record<string, ReadinessProbe>;
+  /**
+   * Reads the Redis server's clock in µs (the clock of the fencing tokens), so an answer can say it
+   * was replayed (`Idempotent-Replayed: true`): its token was issued before the request arrived.
+   * @default undefined: only an answer carrying an ended saga's outcome is known to be a replay
+   */
+  redisClockMicros?: () => Promise<bigint>;
+  /** Largest request body in bytes; larger ones get 413. @default 65536 */
+  bodyLimitBytes?: number;
+  /** Largest request head (request line and headers) in bytes; larger ones get 431. @default 8192 */
+  maxHeaderBytes?: number;
+  /** Deadline of one request, arrival to answer; past it, 503 (the work under way goes on). @default 10000 */
+  requestTimeoutMs?: number;
+  /**
+   * At `close()`, how long connections that have sent nothing yet are kept, so a request already on
+   * its way (written, not yet read) is still answered; after it, idle connections are closed.
+   * @default 500
+   */
+  shutdownGraceMs?: number;
+  /** Whether Fastify logs requests (method, URL, status, timing: never headers or bodies). @default false */
+  logger?: boolean;
+}
+
+/** Requests received so far and under way (the drain at shutdown reads them). */
+export interface SagaServerStats {
+  received: number;
+  inFlight: number;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Requests received and under way. */
+    sagaStats: SagaServerStats;
+  }
+  interface FastifyRequest {
+    /** The authenticated caller's client id ('' before authentication). */
+    apiClient: string;
+  }
+}
+
+const PROBE_TIMEOUT_MS = 2_000;
+
+const TIMED_OUT = Symbol('timed out');
+
+/**
+ * The HTTP API over `options.client`, ready to `listen` (not listening yet); `close()` stops
+ * accepting, answers every request already received, then resolves (it does not close the client).
+ * Routes, status codes and their reasons: docs/http.md.
+ * @throws TypeError when an option is malformed (never quoting a token).
+ */
+export function createSagaServer(options: SagaServerOptions): FastifyInstance {
+  const tokens = new BearerTokens(options.clients);
+  const typeNames = Object.keys(options.types);
+  const bodyLimit = positive('bodyLimitBytes', options.bodyLimitBytes ?? 64 * 1024);
+  const maxHeaderSize = positive('maxHeaderBytes', options.maxHeaderBytes ?? 8 * 1024);
+  const requestTimeoutMs = positive('requestTimeoutMs', options.requestTimeoutMs ?? 10_000);
+  const graceMs = options.shutdownGraceMs ?? 500;
+  const openApi = openApiDocument(options.types);
+
+  const app = Fastify({
+    bodyLimit,
+    // Reading a request's head and body is bounded by the deadline too (Node answers 408 past it).
+    // (Fastify's handlerTimeout is not used: it stops counting once a request body has been read.)
+    requestTimeout: requestTimeoutMs,
+    // While closing, a request received is answered (with Connection: close), not refused with 503.
+    return503OnClosing: false,
+    http: { maxHeaderSize },
+    logger: options.logger ?? false,
+    // Workflow ids are up to the type, a dash and 128 characters.
+    routerOptions: { maxParamLength: 256 },
+    // Errors before Fastify has a request (a head over the limit, a malformed request) as problems too.
+    clientErrorHandler: (err: Error & { code?: string }, socket) => {
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      const [status, detail] =
+        err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, `the request head is over ${maxHeaderSize} bytes`]
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? [408, 'the request was not received in time']
+            : [400, 'the request is not valid HTTP'];
+      if (socket.writable) socket.end(rawProblemResponse(status, detail));
+      socket.destroy();
+    },
+  });
+
+  // JSON only: a body of any other type is refused with 415 before it is read.
+  app.removeContentTypeParser('text/plain');
+
+  const stats: SagaServerStats = { received: 0, inFlight: 0 };
+  app.decorate('sagaStats', stats);
+  app.decorateRequest('apiClient', '');
+  app.addHook('onRequest', async (_request, reply) => {
+    stats.received++;
+    stats.inFlight++;
+    // The response's close: sent, or its connection gone.
+    reply.raw.once('close', () => stats.inFlight--);
+  });
+
+  /*
+   * A graceful close: close() stops accepting at once, but Node would also close every connection
+   * without a request under way, including one whose request is written and not yet read, which
+   * its client sees as a reset. Idle connections are closed only after the grace instead.
+   */
+  app.addHook('preClose', async () => {
+    const server = app.server;
+    const closeIdle = server.closeIdleConnections.bind(server);
+    server.closeIdleConnections = () => undefined;
+    setTimeout(() => {
+      server.closeIdleConnections = closeIdle;
+      closeIdle();
+    }, graceMs).unref();
+  });
+
+  /** Runs `work`, or answers 503 once the deadline passes (the work goes on; its answer is dropped). */
+  const withinDeadline = async (reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> => {
+    let timer: NodeJS.Timeout | undefined;
+    const running = work();
+    const timedOut = new Promise<typeof TIMED_OUT>((resolve) => (timer = setTimeout(() => resolve(TIMED_OUT), requestTimeoutMs)));
+    try {
+      const first = await Promise.race([running, timedOut]);
+      if (first !== TIMED_OUT) return first;
+      running.catch(() => undefined);
+      reply.header('Retry-After', '1');
+      return sendProblem(
+        reply,
+        problem(503, ProblemType.DEADLINE_EXCEEDED, `no answer within ${requestTimeoutMs} ms; the request may still take effect: retry it with the same Idempotency-Key`),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  app.setErrorHandler(async (error: FastifyError, request, reply) => {
+    if (error.validation) return sendProblem(reply, problem(400, ProblemType.GENERIC, error.message));
+    const status = error.statusCode ?? 500;
+    // Fastify's own client errors (body too large, unsupported type, invalid JSON) quote no body.
+    if (status >= 400 && status < 500) return sendProblem(reply, problem(status, ProblemType.GENERIC, error.message));
+    const known = classifyError(error);
+    if (known) {
+      if (known.status === 503) reply.header('Retry-After', '1');
+      else request.log.info({ problem: known.type }, 'request refused');
+      return sendProblem(reply, known);
+    }
+    request.log.error({ err: error }, 'request failed');
+    return sendProblem(reply, problem(500, ProblemType.GENERIC, 'the request failed; see the server log'));
+  });
+
+  app.setNotFoundHandler(async (request, reply) => sendProblem(reply, problem(404, ProblemType.GENERIC, `no route ${request.method} ${request.url.split('?')[0]}`)));
+
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    const clientId = tokens.clientOf(request.headers.authorization);
+    if (clientId === undefined) {
+      reply.header('WWW-Authenticate', 'Bearer realm="saga"');
+      return sendProblem(reply, problem(401, ProblemType.GENERIC, 'a valid "Authorization: Bearer <token>" header is required'));
+    }
+    request.apiClient = clientId;
+  };
+
+  /** The id of a route, when it names a saga of the caller's; a 404 otherwise (never saying whose it is). */
+  const ownId = (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply): string | undefined => {
+    const { id } = request.params;
+    if (ownsWorkflow(request.apiClient, id, typeNames)) return id;
+    void sendProblem(reply, problem(404, ProblemType.SAGA_NOT_FOUND, `no saga ${JSON.stringify(id)} of this client`));
+    return undefined;
+  };
+
+  const links = (workflowId: string) => ({ self: `/v1/sagas/${encodeURIComponent(workflowId)}`, ui: options.client.url(workflowId) });
+
+  app.post<{ Params: { type: string }; Body: unknown }>(
+    '/v1/sagas/:type',
+    {
+      onRequest: [
+        authenticate,
+        // Before the body is read: an unknown type or a missing key costs no body.
+        async (request, reply) => {
+          const { type } = request.params;
+          if (!Object.hasOwn(options.types, type)) {
+            return sendProblem(reply, problem(404, ProblemType.UNKNOWN_SAGA_TYPE, `unknown saga type ${JSON.stringify(type)} (known: ${typeNames.join(', ')})`));
+          }
+          const key = readHeaderKey(request.headers['idempotency-key']);
+          if (key === 'missing') return sendProblem(reply, problem(400, ProblemType.IDEMPOTENCY_KEY_MISSING, 'an Idempotency-Key header is required'));
+          if (key === 'invalid') {
+            return sendProblem(reply, problem(400, ProblemType.IDEMPOTENCY_KEY_INVALID, 'the Idempotency-Key must be one key of 1-95 letters, digits and . _ : - (bare or as a quoted string)'));
+          }
+        },
+      ],
+    },
+    async (request, reply) => {
+      const arrival = process.hrtime.bigint();
+      if (request.body === undefined) return sendProblem(reply, problem(400, ProblemType.GENERIC, 'a JSON body (the saga data) is required'));
+      const { key } = readHeaderKey(request.headers['idempotency-key']) as { key: string };
+      const { type } = request.params;
+      return withinDeadline(reply, async () => {
+        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key) });
+        const replayed = await isReplay(started, arrival, options.redisClockMicros);
+        if (reply.sent) return reply;
+        if (replayed) reply.header('Idempotent-Replayed', 'true');
+        return answerStart(reply, started, links(started.workflowId));
+      });
+    },
+  );
+
+  app.get<{ Querystring: { type?: string; outcome?: string; phase?: string; limit?: number } }>(
+    '/v1/sagas',
+    { onRequest: authenticate, schema: { querystring: LIST_QUERY_SCHEMA } },
+    async (request, reply) => {
+      const { type, outcome, phase, limit = LIST_LIMIT.default } = request.query;
+      if (type !== undefined && !Object.hasOwn(options.types, type)) return { sagas: [] };
+      return withinDeadline(reply, async () => {
+        const sagas = await listSagas(options.client.temporal, {
+          taskQueue: options.taskQueue,
+          workflowIdPrefixes: (type === undefined ? typeNames : [type]).map((t) => `${t}-${request.apiClient}.`),
+          outcome,
+          phase,
+          limit,
+        });
+        return { sagas };
+      });
+    },
+  );
+
+  app.get<{ Params: { id: string } }>('/v1/sagas/:id', { onRequest: authenticate }, async (request, reply) => {
+    const id = ownId(request, reply);
+    if (id === undefined) return reply;
+    return withinDeadline(reply, async () => {
+      const { status, state } = await options.client.status(id);
+      return {
+        workflowId: id,
+        type: state.type,
+        status,
+        phase: state.phase,
+        ...(state.outcome ? { outcome: state.outcome } : {}),
+        ...(state.reason ? { reason: state.reason } : {}),
+        intentKey: state.intentKey,
+        ...(state.fencingToken ? { fencingToken: state.fencingToken } : {}),
+        steps: state.stepsDone,
+        compensations: state.compensationsRun,
+        errors: state.errors,
+        links: links(id),
+      };
+    });
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/sagas/:id/cancel', { onRequest: authenticate }, async (request, reply) => {
+    const id = ownId(request, reply);
+    if (id === undefined) return reply;
+    return withinDeadline(reply, async () => {
+      await options.client.cancel(id);
+      if (reply.sent) return reply;
+      return reply.code(202).send({ workflowId: id, cancelRequested: true, links: links(id) });
+    });
+  });
+
+  app.get('/openapi.json', async () => openApi);
+
+  app.get('/livez', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const checks = await Promise.all(
+      Object.entries(options.readiness).map(async ([name, probe]) => {
+        try {
+          await withTimeout(probe(), PROBE_TIMEOUT_MS);
+          return [name, 'ok'] as const;
+        } catch {
+          return [name, 'unavailable'] as const;
+        }
+      }),
+    );
+    const failed = checks.filter(([, state]) => state !== 'ok').map(([name]) => name);
+    if (failed.length === 0) return { status: 'ok', checks: Object.fromEntries(checks) };
+    reply.header('Retry-After', '1');
+    return sendProblem(reply, problem(503, ProblemType.UNAVAILABLE, `unavailable: ${failed.join(', ')}`, { checks: Object.fromEntries(checks) }));
+  });
+
+  return app;
+}
+
+/**
+ * The answer of a start: SUCCESS 201 with the saga's Location; DUPLICATE and CONFLICT 409 problems
+ * (CONFLICT with Retry-After). See docs/http.md for why.
+ */
+function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: string; ui: string }): FastifyReply {
+  const r = started.reservation;
+  if (r.status === 'SUCCESS') {
+    return reply
+      .code(201)
+      .header('Location', links.self)
+      .send({
+        workflowId: started.workflowId,
+        runId: started.runId,
+        intentKey: started.intentKey,
+        reservation: r,
+        ...(started.outcome ? { outcome: started.outcome } : {}),
+        links,
+      });
+  }
+  if (r.status === 'DUPLICATE') {
+    return sendProblem(reply, problem(409, ProblemType.DUPLICATE, 'the entity this request would create already exists (created by another request); nothing was started', { intentKey: started.intentKey }));
+  }
+  reply.header('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
+  return sendProblem(
+    reply,
+    problem(409, ProblemType.CONFLICT, 'another request holds this intent right now; nothing was started: retry after Retry-After seconds', { intentKey: started.intentKey, retryAfterMs: r.retryAfterMs }),
+  );
+}
+
+/**
+ * Whether `started` answers an earlier request with this key: an ended saga's outcome always is; a
+ * SUCCESS is when its fencing token (the Redis clock in µs when it was issued) is older than this
+ * request. The request's arrival is read on the Redis clock as its time now less the time elapsed
+ * here, which can only be early: a fresh token is never called a replay, and a replay within about
+ * a round trip of its first answer goes unmarked.
+ */
+async function isReplay(started: StartedSaga, arrivalNs: bigint, clock: (() => Promise<bigint>) | undefined): Promise<boolean> {
+  if (!started.started) return false;
+  if (started.outcome) return true;
+  if (started.reservation.status !== 'SUCCESS' || !clock) return false;
+  try {
+    const nowUs = await clock();
+    const elapsedUs = (process.hrtime.bigint() - arrivalNs) / 1000n;
+    return BigInt(started.reservation.fencingToken) < nowUs - elapsedUs;
+  } catch {
+    return false;
+  }
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value <= 0) throw new TypeError(`saga server ${name}: must be a positive whole number (got ${value})`);
+  return value;
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
