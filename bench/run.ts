@@ -11,6 +11,7 @@ import { PROJECT_ROOT } from '../src/paths';
 import { cliLatency } from './cli-latency';
 import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
+import { httpLoad } from './http-load';
 import { machineInfo, startServices } from './lib/environment';
 import { parseOptions, type BenchmarkName } from './lib/options';
 import { Progress } from './lib/progress';
@@ -34,6 +35,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'early-answer': earlyAnswer,
   'saga-throughput': sagaThroughput,
   'cli-latency': cliLatency,
+  'http-load': httpLoad,
 };
 
 async function main(): Promise<number> {

@@ -85,8 +85,8 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
     baseline: `the Temporal ceiling: a bare workflow running ${SAGA_LOCAL_ACTIVITIES} no-op local activities and ${SAGA_ACTIVITIES} no-op activities in sequence (as many of each as an order saga runs), on as many bench worker processes (bench/bare-worker.ts, same Worker settings)`,
     method:
       `${inFlight} workflows in flight from one client, each started as soon as one ends; ${perRound} per round. Order sagas are started with SagaClient.start (the gate: reserve in Redis, one PostgreSQL lookup, one workflow.start) and ` +
-      `must end COMPLETED (plan and confirm the reservation, fenced write, finalise, charge, reserve stock, complete); the bare workflow is started with workflow.execute. Worker processes: src/worker.ts and bench/bare-worker.ts under tsx. ` +
-      `p50/p99: start to end of one workflow. CPU by process: the dev server, the worker process trees, every PostgreSQL backend of the server (whoever it serves), Redis (INFO cpu), and this process (the client).`,
+      `must end COMPLETED (plan and confirm the reservation, fenced write, finalise, charge through the example payment provider over HTTP, reserve stock, complete); the bare workflow is started with workflow.execute. Worker processes: src/worker.ts and bench/bare-worker.ts under tsx. ` +
+      `p50/p99: start to end of one workflow. CPU by process: the dev server, the worker process trees, every PostgreSQL backend of the server (whoever it serves), Redis (INFO cpu), and this process (the client, and the payment provider, which runs in it).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
       { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 0 },

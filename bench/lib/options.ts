@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -36,6 +36,8 @@ export interface Sizes {
   sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
   /** CLI latency: rounds per case, and calls of each contender per round (their median is the round's figure). */
   cli: { rounds: number; callsPerRound: number };
+  /** HTTP load: requests in flight per case, and the length of a round (`rounds` of them per contender). */
+  http: { concurrencies: number[]; roundMs: number };
 }
 
 const FULL: Sizes = {
@@ -55,6 +57,7 @@ const FULL: Sizes = {
   },
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
   cli: { rounds: 5, callsPerRound: 3 },
+  http: { concurrencies: [1, 64], roundMs: 3000 },
 };
 
 const QUICK: Sizes = {
@@ -74,6 +77,7 @@ const QUICK: Sizes = {
   },
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
   cli: { rounds: 2, callsPerRound: 1 },
+  http: { concurrencies: [1, 64], roundMs: 500 },
 };
 
 /** What the command line asked for. */
