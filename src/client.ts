@@ -98,6 +98,8 @@ export interface ListFilter {
   phase?: string;
   /** At most this many (newest first). @default 100 */
   limit?: number;
+  /** Only sagas whose workflow id starts with one of these (e.g. one HTTP client's `order-<client>.`). */
+  workflowIdPrefixes?: readonly string[];
 }
 
 /** How many answers the gate gave, by status: rejected requests have no saga page to count them by. */
@@ -385,10 +387,19 @@ export class SagaClient {
       if (!VISIBILITY_VALUE.test(value)) throw new SagaInputError(`invalid ${name} filter ${JSON.stringify(value)}`, ErrorType.INVALID_INPUT);
       clauses.push(`${name} = "${value}"`);
     }
+    if (filter.workflowIdPrefixes !== undefined) {
+      const prefixes = filter.workflowIdPrefixes.map((prefix) => {
+        if (!VISIBILITY_VALUE.test(prefix)) throw new SagaInputError(`invalid workflow id prefix ${JSON.stringify(prefix)}`, ErrorType.INVALID_INPUT);
+        return `WorkflowId STARTS_WITH "${prefix}"`;
+      });
+      // No prefix: nothing can match (an empty OR would match everything).
+      if (prefixes.length === 0) return [];
+      clauses.push(`(${prefixes.join(' OR ')})`);
+    }
     const limit = filter.limit ?? 100;
     const out: SagaSummary[] = [];
     const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
-    for await (const wf of client.workflow.list({ query: clauses.join(' AND ') })) {
+    for await (const wf of client.workflow.list({ query: clauses.join(' AND '), pageSize: Math.min(limit, 1000) })) {
       const attrs = wf.typedSearchAttributes;
       out.push({
         workflowId: wf.workflowId,

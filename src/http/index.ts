@@ -2,7 +2,6 @@
 export { BearerTokens, CLIENT_ID_PATTERN, type ApiClient } from './auth';
 export { classifyError } from './errors';
 export { HEADER_KEY_PATTERN, MAX_HEADER_KEY_LENGTH, namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
-export { listSagas, type ListQuery } from './list';
 export { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
 export { problem, ProblemType, type Problem } from './problems';
 export { runSagaServer, type RunningSagaServer, type RunSagaServerOptions } from './run';

@@ -55,7 +55,6 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
     app = createSagaServer({
       client,
       types: sagaTypesFor(config),
-      taskQueue: config.temporal.taskQueue,
       clients: config.serve.clients,
       bodyLimitBytes: config.serve.bodyLimitBytes,
       maxHeaderBytes: config.serve.maxHeaderBytes,

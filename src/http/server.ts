@@ -4,7 +4,6 @@
  * CONFLICT 409), and the saga can then be read, listed and cancelled. Every error is an RFC 9457
  * problem document; nothing logged or answered quotes a token or the request's data.
  */
-import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { SagaClient, StartedSaga } from '../client';
 import type { SagaTypes } from '../sagas';
@@ -12,17 +11,15 @@ import { BearerTokens, type ApiClient } from './auth';
 import { classifyError } from './errors';
 import { namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
 import { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
-import { listSagas } from './list';
 import { problem, ProblemType, rawProblemResponse, sendProblem } from './problems';
 
 /** What the server needs of SagaClient (a SagaClient, or a wrapper around one in tests). */
 export interface SagaBackend {
   start: SagaClient['start'];
+  list: SagaClient['list'];
   status: SagaClient['status'];
   cancel: SagaClient['cancel'];
   url: SagaClient['url'];
-  /** The Temporal client (for listing a caller's own sagas and the readiness probe). */
-  readonly temporal: Client;
 }
 
 /** A readiness probe: resolves when its service answers, rejects (or times out) otherwise. */
@@ -34,8 +31,6 @@ export interface SagaServerOptions {
   client: SagaBackend;
   /** The saga types `client` accepts (its config's `sagaTypesFor`): routes, ownership, `/openapi.json`. */
   types: SagaTypes;
-  /** Task queue of the sagas (listing is restricted to it, as SagaClient.list is). */
-  taskQueue: string;
   /** The callers and their bearer tokens; at least one. */
   clients: readonly ApiClient[];
   /** `/readyz` probes by service name (e.g. redis, postgres, temporal); each must answer within 2 s. */
@@ -247,13 +242,8 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       const { type, outcome, phase, limit = LIST_LIMIT.default } = request.query;
       if (type !== undefined && !Object.hasOwn(options.types, type)) return { sagas: [] };
       return withinDeadline(reply, async () => {
-        const sagas = await listSagas(options.client.temporal, {
-          taskQueue: options.taskQueue,
-          workflowIdPrefixes: (type === undefined ? typeNames : [type]).map((t) => `${t}-${request.apiClient}.`),
-          outcome,
-          phase,
-          limit,
-        });
+        // The caller's own sagas only: their ids start with `<type>-<client id>.`.
+        const sagas = await options.client.list({ type, outcome, phase, limit, workflowIdPrefixes: (type === undefined ? typeNames : [type]).map((t) => `${t}-${request.apiClient}.`) });
         return { sagas };
       });
     },

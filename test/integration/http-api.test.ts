@@ -36,7 +36,6 @@ function serverOptions(overrides: Partial<SagaServerOptions> = {}): SagaServerOp
   return {
     client: h.client,
     types: sagaTypesFor(h.config),
-    taskQueue: h.config.temporal.taskQueue,
     clients: CLIENTS,
     readiness: {
       redis: async () => void (await redis.ping()),
@@ -379,12 +378,10 @@ describe('documents and probes', () => {
     const client = h.client;
     const stuck: SagaBackend = {
       start: () => new Promise(() => undefined),
+      list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
       url: client.url.bind(client),
-      get temporal() {
-        return client.temporal;
-      },
     };
     const app = createSagaServer(serverOptions({ client: stuck, requestTimeoutMs: 200 }));
     const url = await listen(app);
@@ -407,12 +404,10 @@ describe('shutdown', () => {
         await gate;
         return client.start(...args);
       },
+      list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
       url: client.url.bind(client),
-      get temporal() {
-        return client.temporal;
-      },
     };
     const app = createSagaServer(serverOptions({ client: slow }));
     const url = await listen(app);
