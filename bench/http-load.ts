@@ -25,10 +25,15 @@ type Kind = 'SUCCESS' | 'DUPLICATE' | 'CONFLICT';
 const KINDS: readonly Kind[] = ['SUCCESS', 'DUPLICATE', 'CONFLICT'];
 /** A request mix: the kind of answer asked for, by request number. */
 type Mix = (seq: number) => Kind;
+/** A mix repeating `pattern`: interleaved, so that even a short round (a few slow SUCCESS answers) holds every kind. */
+const repeating =
+  (pattern: readonly Kind[]): Mix =>
+  (seq) =>
+    pattern[seq % pattern.length]!;
 /** The realistic mix: 5 in 10 SUCCESS, 3 DUPLICATE, 2 CONFLICT. */
-const MIXED: Mix = (seq) => (seq % 10 < 5 ? 'SUCCESS' : seq % 10 < 8 ? 'DUPLICATE' : 'CONFLICT');
+const MIXED = repeating(['SUCCESS', 'DUPLICATE', 'SUCCESS', 'CONFLICT', 'SUCCESS', 'DUPLICATE', 'SUCCESS', 'CONFLICT', 'SUCCESS', 'DUPLICATE']);
 /** Rejections only (the gate's own traffic, no saga started): 6 in 10 DUPLICATE, 4 CONFLICT. */
-const REJECTED: Mix = (seq) => (seq % 10 < 6 ? 'DUPLICATE' : 'CONFLICT');
+const REJECTED = repeating(['DUPLICATE', 'CONFLICT', 'DUPLICATE', 'CONFLICT', 'DUPLICATE', 'DUPLICATE', 'CONFLICT', 'DUPLICATE', 'CONFLICT', 'DUPLICATE']);
 /** The CONFLICT cart's holder keeps it this long: past any run. */
 const HOLD_MS = 60 * 60 * 1000;
 /** The case the answer-time target is judged on: the gate's own traffic, no saga running. */
@@ -182,7 +187,7 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
     title: '8. HTTP front door: saga serve under a mix of requests',
     baseline: 'SagaClient.start in one process (the library path the server wraps), same mix, same concurrency',
     method:
-      `Closed loop, N requests in flight from the bench process, each with a new idempotency key, for ${roundMs} ms per round. The mix, by request number: 5 in 10 a new cart ` +
+      `Closed loop, N requests in flight from the bench process, each with a new idempotency key, for ${roundMs} ms per round. The mix, interleaved by request number: 5 in 10 a new cart ` +
       `(SUCCESS: reservation, truth check, workflow start), 3 in 10 the cart of a completed saga (DUPLICATE: one Redis call), 2 in 10 a cart whose intent the bench ` +
       `holds (CONFLICT: one Redis call); the first case sends only the DUPLICATE and CONFLICT carts (6 in 10, 4 in 10), so no saga runs meanwhile. saga serve runs as its own process (bin/saga serve, one client token) on the same Redis, PostgreSQL and Temporal dev server, ` +
       `called with Node's fetch (keep-alive); every answer is checked against the kind asked for. One saga worker process runs the started sagas meanwhile.`,
