@@ -6,14 +6,14 @@
  * local activities planSaga and reserveIntent first, then the activity tasks), their search
  * attributes, that requests rejected at the gate have no saga page, and the workflow list filtered by
  * `SagaOutcome` (no REJECTED sagas: the demo's rejections never start one). Prints `N passed, N failed`,
- * saves screenshots in test-results/ui/ (with --update-docs also the two the README shows, in docs/),
+ * saves screenshots in test-results/ui/ and the stack's logs in test-results/ui/logs/ (with --update-docs also the two the README shows, in docs/),
  * and removes everything it created.
  *
  * Not part of `make test`: it needs a browser and takes about a minute.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Cluster } from 'ioredis';
@@ -180,7 +180,15 @@ async function main(): Promise<number> {
 
   // Undone in reverse order, whatever happens.
   const cleanups: { what: string; run: () => Promise<void> }[] = [
-    { what: 'remove the temporary directory', run: async () => rmSync(dataDir, { recursive: true, force: true }) },
+    {
+      what: 'keep the logs and remove the temporary directory',
+      run: async () => {
+        // The stack's logs (dev server, codec server, provider, saga serve, worker) outlive the run, next to the screenshots.
+        mkdirSync(path.join(SHOTS, 'logs'), { recursive: true });
+        for (const log of readdirSync(dataDir).filter((f) => f.endsWith('.log'))) copyFileSync(path.join(dataDir, log), path.join(SHOTS, 'logs', log));
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    },
     { what: 'drop the database', run: () => dropDatabase(baseDb, db.pathname.slice(1)) },
     { what: 'delete the Redis keys', run: () => deleteKeys(config, `${config.redis.keyPrefix}*`) },
   ];
