@@ -235,9 +235,10 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
         }
       }
       const ctx = { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input, signal };
+      const own = recorded(kind, req.name);
       try {
-        if (isExternalStep(handler)) return await runExternal(recorded(kind, req.name), handler, { ...ctx, idempotencyKey: recorded(kind, req.name).key, keyOf: (step) => recorded('step', step).key });
-        const { replayed } = await withIdempotency(pool, { ...recorded(kind, req.name), signal }, (tx) => handler(tx, ctx));
+        if (isExternalStep(handler)) return await runExternal(own, handler, { ...ctx, idempotencyKey: own.key, keyOf: (step) => recorded('step', step).key });
+        const { replayed } = await withIdempotency(pool, { ...own, signal }, (tx) => handler(tx, ctx));
         return { replayed };
       } catch (err) {
         if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
