@@ -75,6 +75,8 @@ export interface StartedSaga {
   started: boolean;
   /** When this key's saga has already ended (a retry after the end): its final outcome. */
   outcome?: SagaOutcome;
+  /** Present when this key's saga existed before this call (a retry): the answer is that saga's, not a new one. */
+  replayed?: true;
   /** The saga in the Temporal UI; absent when no saga was started. */
   url?: string;
 }
@@ -346,7 +348,7 @@ export class SagaClient {
     if (recordedHash !== input.requestHash) throw keyReused(input.idempotencyKey);
     answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: input.requestHash }] });
     const outcome = running ? undefined : attributes.get(SAGA_OUTCOME);
-    return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome: outcome as SagaOutcome } : {}) };
+    return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome: outcome as SagaOutcome } : {}), replayed: true };
   }
 
   /** The final state of an ended saga, from its history (no worker needed). */

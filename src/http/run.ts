@@ -44,7 +44,7 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
   }
   const { SagaClient } = await import('../client.js');
   const client = await SagaClient.connect(config);
-  // The probes' own connections: SagaClient keeps its own to itself.
+  // The readiness probes' own connections: SagaClient keeps its own to itself.
   const redis = createRedis(config.redis);
   const pool = createPool({ ...config.db, poolMax: 1 });
   const closeConnections = async () => {
@@ -65,13 +65,6 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
         postgres: async () => void (await pool.query('SELECT 1')),
         temporal: async () => void (await client.temporal.connection.workflowService.getSystemInfo({})),
       },
-      // A Cluster's TIME comes from any node, whose clock need not be the one of the token.
-      redisClockMicros: redis.isCluster
-        ? undefined
-        : async () => {
-            const [seconds = 0, micros = 0] = await redis.time();
-            return BigInt(seconds) * 1_000_000n + BigInt(micros);
-          },
     });
     await app.listen({ host: config.serve.host, port: config.serve.port });
   } catch (err) {

@@ -35,12 +35,6 @@ export interface SagaServerOptions {
   clients: readonly ApiClient[];
   /** `/readyz` probes by service name (e.g. redis, postgres, temporal); each must answer within 2 s. */
   readiness: Record<string, ReadinessProbe>;
-  /**
-   * Reads the Redis server's clock in µs (the clock of the fencing tokens), so an answer can say it
-   * was replayed (`Idempotent-Replayed: true`): its token was issued before the request arrived.
-   * @default undefined: only an answer carrying an ended saga's outcome is known to be a replay
-   */
-  redisClockMicros?: () => Promise<bigint>;
   /** Largest request body in bytes; larger ones get 413. @default 65536 */
   bodyLimitBytes?: number;
   /** Largest request head (request line and headers) in bytes; larger ones get 431. @default 8192 */
@@ -221,15 +215,13 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       ],
     },
     async (request, reply) => {
-      const arrival = process.hrtime.bigint();
       if (request.body === undefined) return sendProblem(reply, problem(400, ProblemType.GENERIC, 'a JSON body (the saga data) is required'));
       const { key } = readHeaderKey(request.headers['idempotency-key']) as { key: string };
       const { type } = request.params;
       return withinDeadline(reply, async () => {
         const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key) });
-        const replayed = await isReplay(started, arrival, options.redisClockMicros);
         if (reply.sent) return reply;
-        if (replayed) reply.header('Idempotent-Replayed', 'true');
+        if (started.replayed) reply.header('Idempotent-Replayed', 'true');
         return answerStart(reply, started, links(started.workflowId));
       });
     },
@@ -332,26 +324,6 @@ function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: s
     reply,
     problem(409, ProblemType.CONFLICT, 'another request holds this intent right now; nothing was started: retry after Retry-After seconds', { intentKey: started.intentKey, retryAfterMs: r.retryAfterMs }),
   );
-}
-
-/**
- * Whether `started` answers an earlier request with this key: an ended saga's outcome always is; a
- * SUCCESS is when its fencing token (the Redis clock in µs when it was issued) is older than this
- * request. The request's arrival is read on the Redis clock as its time now less the time elapsed
- * here, which can only be early: a fresh token is never called a replay, and a replay within about
- * a round trip of its first answer goes unmarked.
- */
-async function isReplay(started: StartedSaga, arrivalNs: bigint, clock: (() => Promise<bigint>) | undefined): Promise<boolean> {
-  if (!started.started) return false;
-  if (started.outcome) return true;
-  if (started.reservation.status !== 'SUCCESS' || !clock) return false;
-  try {
-    const nowUs = await clock();
-    const elapsedUs = (process.hrtime.bigint() - arrivalNs) / 1000n;
-    return BigInt(started.reservation.fencingToken) < nowUs - elapsedUs;
-  } catch {
-    return false;
-  }
 }
 
 function positive(name: string, value: number): number {

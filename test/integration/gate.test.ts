@@ -201,7 +201,7 @@ describe('the gate', () => {
     // The first request's own retry is told its saga's answer, not DUPLICATE.
     await forget(first.intentKey);
     const retry = await h.client.start('order', cart, { idempotencyKey: first.idempotencyKey });
-    expect(retry).toEqual({ ...first, outcome: 'COMPLETED' });
+    expect(retry).toEqual({ ...first, outcome: 'COMPLETED', replayed: true });
     expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
   });
 
@@ -320,7 +320,7 @@ describe('a retry with the same idempotency key', () => {
 
     const again = await h.client.start('order', cart, { idempotencyKey: key });
 
-    expect(again).toEqual({ ...first, outcome: 'COMPLETED' });
+    expect(again).toEqual({ ...first, outcome: 'COMPLETED', replayed: true });
   });
 
   it('after its saga was compensated and freed the intent starts no second saga, and leaves no lease behind', async () => {
@@ -333,7 +333,7 @@ describe('a retry with the same idempotency key', () => {
 
     const again = await h.client.start('order', cart, { idempotencyKey: key });
 
-    expect(again).toEqual({ ...first, outcome: 'COMPENSATED' });
+    expect(again).toEqual({ ...first, outcome: 'COMPENSATED', replayed: true });
     expect((await h.rms.inspect(first.intentKey)).holder).toBeUndefined();
     const { rows } = await h.pool.query('SELECT status FROM orders WHERE intent_key = $1', [first.intentKey]);
     expect(rows).toEqual([{ status: 'COMPENSATED' }]);
@@ -352,7 +352,9 @@ describe('a retry with the same idempotency key', () => {
       h.client.start('order', sameIntentOtherCard, { idempotencyKey: key }),
     ]);
 
-    expect(again).toEqual(first);
+    // The same answer, marked as the key's existing saga's; the first call started it.
+    expect(first.replayed).toBeUndefined();
+    expect(again).toEqual({ ...first, replayed: true });
     for (const settled of otherPayloads) {
       expect(settled).toMatchObject({ status: 'rejected', reason: { name: 'SagaInputError', code: 'IDEMPOTENCY_KEY_REUSED' } });
     }

@@ -42,10 +42,6 @@ function serverOptions(overrides: Partial<SagaServerOptions> = {}): SagaServerOp
       postgres: async () => void (await h.pool.query('SELECT 1')),
       temporal: async () => void (await h.client.temporal.connection.workflowService.getSystemInfo({})),
     },
-    redisClockMicros: async () => {
-      const [s = 0, us = 0] = await redis.time();
-      return BigInt(s) * 1_000_000n + BigInt(us);
-    },
     ...overrides,
   };
 }
