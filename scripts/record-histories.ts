@@ -116,6 +116,17 @@ async function main(): Promise<void> {
         await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
         await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
         await Promise.all([...Object.values(shapes), holder.workflowId].map((id) => client.result(id).catch(() => undefined)));
+        // Operations on existing orders, under each order's lock: a cancellation, an amendment, an
+        // amendment whose card is declined, and one cancelled while it charges.
+        const orderOf = async () => (await client.result((await client.start('order', cart('4242424242424242', 'widget', 2))).workflowId)).entityId!;
+        const [cancelled, amended, declined, interrupted] = await Promise.all([orderOf(), orderOf(), orderOf(), orderOf()]);
+        const amend = (order: string, card: string, simulate?: { stepDelayMs: number }) => ({ order, items: [{ sku: 'widget', quantity: 3 }], payment: { card }, ...(simulate ? { simulate } : {}) });
+        shapes['operation-cancel-completed'] = (await client.start('order-cancel', { order: cancelled })).workflowId;
+        shapes['operation-amend-completed'] = (await client.start('order-amend', amend(amended, '4242424242424242'))).workflowId;
+        shapes['operation-amend-declined'] = (await client.start('order-amend', amend(declined, '4000000000000002'))).workflowId;
+        shapes['operation-amend-cancelled'] = (await client.start('order-amend', amend(interrupted, '4242424242424242', { stepDelayMs: 5000 }))).workflowId;
+        await cancelWhen(shapes['operation-amend-cancelled'], (s) => s.stepsDone.includes('priceAmendment'));
+        await Promise.all(Object.values(shapes).map((id) => client.result(id).catch(() => undefined)));
       });
     } finally {
       await close();

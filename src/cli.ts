@@ -247,7 +247,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
 
   program
     .command('intent')
-    .description('the RMS reservation and the PostgreSQL row of an intent')
+    .description('the RMS reservation and the PostgreSQL row of an intent (of an operation: the entity\'s lock and row)')
     .requiredOption('--type <type>', 'saga type, e.g. order')
     .requiredOption('--data <json>', 'the saga input: JSON, @file.json, or - for stdin')
     .option('--json', 'print JSON')
@@ -268,7 +268,8 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       const pool = createPool(cfg.db);
       try {
         const rms = await new Rms(redis, { keyPrefix: cfg.redis.keyPrefix }).inspect(input.intentKey);
-        const row = await def.table.find(pool, input.intentKey);
+        // An entity operation's intent key is the entity's lock; its row is the entity's, by id.
+        const row = input.operation ? await def.table.findById(pool, input.operation.entityId) : await def.table.find(pool, input.intentKey);
         print({ intentKey: input.intentKey, rms, row: row ?? null }, !!opts.json, () =>
           [
             `intent ${input.intentKey}`,

@@ -9,7 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
-import { reserveIntent, type GateAnswer } from './gate';
+import { lockEntity, reserveIntent, type GateAnswer } from './gate';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
@@ -268,8 +268,20 @@ export class SagaClient {
   async #startOnce(input: SagaInput, workflowId: string): Promise<GateReply> {
     const { rms, pool } = this.#options;
     const sessionId = sagaSessionId(this.#namespace, workflowId);
-    const table = this.#table(input.type);
-    const gate = await reserveIntent({ rms, pool, existsTtlMs: this.#options.existsTtlMs }, { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs });
+    const { table, scope } = sagaDefinition(input.type, this.#options.types);
+    const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs };
+    const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
+    let gate: GateAnswer;
+    if (input.operation) {
+      // An operation on an existing entity takes the entity's lock instead.
+      const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId });
+      if (locked.status === 'NOT_FOUND') {
+        throw new SagaInputError(`there is no ${scope} ${input.operation.entityId} to run ${input.type} on (or its creating saga was undone)`, ErrorType.ENTITY_NOT_FOUND);
+      }
+      gate = locked;
+    } else {
+      gate = await reserveIntent(deps, request);
+    }
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
     if (gate.status === 'DUPLICATE') {
       if (gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
@@ -312,11 +324,6 @@ export class SagaClient {
 
   #rejected(reservation: Extract<ReservationAnswer, { status: 'DUPLICATE' | 'CONFLICT' }>): GateReply {
     return { reservation, started: false };
-  }
-
-  #table(type: string) {
-    // prepare() has checked the type already.
-    return sagaDefinition(type, this.#options.types).table;
   }
 
   /**

@@ -83,6 +83,69 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
 }
 
 /**
+ * How long the caller of an operation is told to wait (CONFLICT) while the entity's creating saga
+ * still runs: its row is not COMPLETED yet, and an operation never interleaves with that saga.
+ */
+export const CREATION_RUNNING_RETRY_MS = 1000;
+
+/** What {@link lockEntity} answers: the gate's SUCCESS or CONFLICT, or that there is no such entity. */
+export type LockAnswer = Extract<GateAnswer, { status: 'SUCCESS' | 'CONFLICT' }> | { status: 'NOT_FOUND' };
+
+/** One request for an entity's lock (an EntityOperation's gate). */
+export interface LockRequest {
+  /** The entity's table. */
+  table: FencedTable;
+  /** The entity's row id. */
+  entityId: string;
+  /** The lock's key (`<scope>-lock:…`, see prepareSaga). */
+  intentKey: string;
+  sessionId: string;
+  leaseMs: number;
+}
+
+/**
+ * Takes the lock of an entity for `sessionId`: a lease on the lock key, as `reserveIntent` takes one
+ * (one Lua call; the same session gets its token back), and on SUCCESS one point lookup of the
+ * entity's row, which must be COMPLETED: no row, or a row whose creating saga was undone → NOT_FOUND;
+ * a row whose creating saga still runs → CONFLICT (retry after {@link CREATION_RUNNING_RETRY_MS});
+ * either way the lock just taken is given back. A row already claimed with a token at or above the
+ * new one (Redis forgot the lock, and the clock issuing the new token is behind) gets the new token
+ * raised above it, as the truth check of a reservation does.
+ */
+export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<LockAnswer> {
+  const { rms } = deps;
+  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+  if (reserved.status === 'CONFLICT') return reserved;
+  // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).
+  if (reserved.status === 'DUPLICATE') return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
+  const giveBack = async () => {
+    if (!reserved.alreadyHeld) await rms.release(lease).catch(() => undefined);
+  };
+  let row;
+  try {
+    row = await req.table.findById(deps.pool, req.entityId);
+  } catch (err) {
+    await giveBack();
+    throw err;
+  }
+  if (!row || row.status === 'FAILED' || row.status === 'COMPENSATED') {
+    await giveBack();
+    return { status: 'NOT_FOUND' };
+  }
+  if (row.status !== 'COMPLETED') {
+    await giveBack();
+    return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  }
+  if (row.lastOperationToken !== null && !reserved.alreadyHeld && BigInt(row.lastOperationToken) >= BigInt(reserved.fencingToken)) {
+    const raised = await rms.raise({ ...lease, floor: row.lastOperationToken });
+    if (raised.status === 'LOST') return { status: 'CONFLICT', retryAfterMs: 0 };
+    return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
+  }
+  return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
+}
+
+/**
  * Read-repair: records in Redis an entity PostgreSQL showed to exist (`owner`'s token). A repair is a
  * read of PostgreSQL and then a write here, and the entity may be undone in between: `free` leaves a
  * tombstone that refuses the late write, and if Redis lost that tombstone too, the row is read again

@@ -28,11 +28,25 @@ function leaseLost(message: string): ApplicationFailure {
  * failure of `work` after the signal aborted is reported as the abort's reason (LEASE_LOST or the
  * cancellation).
  */
-export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withLease<T>(
+  rms: Rms,
+  lease: KeptLease,
+  intervalMs: number,
+  work: (signal: AbortSignal) => Promise<T>,
+  options: {
+    /**
+     * false: the work does not need the lease; it is extended while it holds, and its loss ends the
+     * extensions, not the work (an entity operation's external step). @default true
+     */
+    mustHold?: boolean;
+  } = {},
+): Promise<T> {
   const ctx = Context.current();
+  const mustHold = options.mustHold ?? true;
   const first = await rms.extend(lease);
-  if (first.status === 'LOST') throw leaseLost('the reservation lease was lost before the work began');
-  let expiresAt = first.expiresAt;
+  if (first.status === 'LOST' && mustHold) throw leaseLost('the reservation lease was lost before the work began');
+  let held = first.status === 'EXTENDED';
+  let expiresAt = first.status === 'EXTENDED' ? first.expiresAt : 0;
   ctx.heartbeat({ expiresAt });
 
   const abort = new AbortController();
@@ -40,17 +54,24 @@ export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: numbe
   ctx.cancellationSignal.addEventListener('abort', onCancel);
   let stopped = false;
   const beat = setInterval(() => {
+    if (!held) {
+      // Only work that need not hold the lease gets here: it heartbeats on, and nothing is extended.
+      ctx.heartbeat({ expiresAt });
+      return;
+    }
     rms.extend(lease).then(
       (r) => {
         if (stopped) return;
-        if (r.status === 'LOST') abort.abort(leaseLost('the reservation lease was lost during the work'));
-        else expiresAt = r.expiresAt;
+        if (r.status === 'LOST') {
+          held = false;
+          if (mustHold) abort.abort(leaseLost('the reservation lease was lost during the work'));
+        } else expiresAt = r.expiresAt;
         ctx.heartbeat({ expiresAt });
       },
       () => {
         if (stopped) return;
         // Redis unreachable: the lease may still be ours until it would have expired.
-        if (Date.now() >= expiresAt) abort.abort(leaseLost('the lease could not be extended before it expired'));
+        if (Date.now() >= expiresAt && mustHold) abort.abort(leaseLost('the lease could not be extended before it expired'));
         else ctx.heartbeat({ expiresAt });
       },
     );

@@ -4,20 +4,22 @@
  * retryable.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
-import { markEntityExists, reserveIntent } from '../gate';
+import { lockEntity, markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
 import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   SagaInputError,
   StepRejectedError,
+  isEntityOperation,
   isExternalStep,
   parseSagaData,
   planSaga,
   sagaDefinition,
   sagaTypes,
+  stepIdempotencyKey,
   type ExternalStep,
   type ExternalStepContext,
   type SagaTypes,
@@ -51,6 +53,17 @@ export interface StepRequest extends Owner {
   name: string;
   sagaKey: string;
   payload: unknown;
+  /**
+   * Set for the steps of an entity operation: its entity (each database step claims the entity's
+   * row with the lock's token first), the earlier steps' results, and the lock's lease.
+   */
+  operation?: { entityId: string; results: Record<string, unknown>; leaseMs: number };
+}
+
+/** What a step of an entity operation answers: also its recorded result, for the steps after it. */
+export interface OperationStepResult {
+  replayed: boolean;
+  response: unknown;
 }
 
 /** Result of the fenced write. */
@@ -79,11 +92,17 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
       refuseInput(err);
     }
   };
+  /** A saga type that creates an entity (the activities of the fenced write and finalisation). */
+  const creation = (type: string) => {
+    const def = definition(type);
+    if (isEntityOperation(def)) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${type} is an operation on an existing entity; it creates none`);
+    return def;
+  };
 
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
     const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionTag: sessionTag(existing.sessionId) } : {}) };
-    await markEntityExists(gate, definition(owner.type).table, owner.intentKey, entity);
+    await markEntityExists(gate, creation(owner.type).table, owner.intentKey, entity);
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
 
@@ -105,10 +124,18 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
      * back). On SUCCESS it also asks PostgreSQL, the truth, whether the entity already exists (Redis
      * may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
      */
-    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number }): Promise<ReservationAnswer> {
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string }): Promise<ReservationAnswer> {
       let answer;
       try {
-        answer = await reserveIntent(gate, { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+        const request = { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs };
+        if (req.entityId !== undefined) {
+          // An entity operation: the entity's lock (see lockEntity).
+          const locked = await lockEntity(gate, { ...request, entityId: req.entityId });
+          if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no entity ${req.entityId} for ${req.type} (or its creating saga was undone)`);
+          answer = locked;
+        } else {
+          answer = await reserveIntent(gate, request);
+        }
       } catch (err) {
         refuseInput(err);
       }
@@ -127,7 +154,10 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
      * a lost lease (or a cancellation) aborts the work and rolls the transaction back.
      */
     async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings }): Promise<WriteOutcome> {
-      const { def, input } = resolve(req.type, req.payload);
+      const def = creation(req.type);
+      const { input } = resolve(req.type, req.payload);
+      const sagaKey = Context.current().info.workflowExecution?.workflowId;
+      if (sagaKey === undefined) throw nonRetryable(ErrorType.INVALID_INPUT, 'writeEntity runs only as an activity of a saga');
       const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.timings.leaseMs };
       // A retry after the lease expired must not write: withLease checks ownership before anything else.
       return withLease(rms, lease, req.timings.heartbeatIntervalMs, async (signal) => {
@@ -140,7 +170,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
             intentKey: req.intentKey,
             sessionId: req.sessionId,
             fencingToken: req.fencingToken,
-            data: def.row(input),
+            data: def.row(input, { sagaKey }),
           });
           if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
           if (written.status === 'DUPLICATE') {
@@ -169,7 +199,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
      * lease expired in between, PostgreSQL still says we own the entity, so Redis is repaired.
      */
     async finalizeEntity(req: Owner): Promise<void> {
-      const def = definition(req.type);
+      const def = creation(req.type);
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
       const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, existsTtlMs });
@@ -184,18 +214,41 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
 
     /** Marks the row COMPLETED (fenced). */
     async completeEntity(req: Owner): Promise<void> {
-      const marked = await definition(req.type).table.markCompleted(pool, req);
+      const marked = await creation(req.type).table.markCompleted(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be completed: ${marked.status}`);
     },
 
     /** Runs a remaining step once per saga (idempotency key `<saga key>:<step>`). */
     async runStep(req: StepRequest): Promise<{ replayed: boolean }> {
-      return runRecorded(req, 'step');
+      const { replayed } = await runRecorded(req, 'step');
+      return { replayed };
     },
 
     /** Runs a compensation once per saga; a refused one fails (and is retried). */
     async runCompensation(req: StepRequest): Promise<{ replayed: boolean }> {
+      const { replayed } = await runRecorded(req, 'compensation');
+      return { replayed };
+    },
+
+    /**
+     * Runs a step of an entity operation once per saga, under the entity's lock: a step in our
+     * database claims the entity's row with the lock's token first (a newer holder's claim refuses it:
+     * FENCED_OUT) and keeps the lock's lease (a lost lease aborts it: LEASE_LOST); an external step
+     * extends the lease while it holds. Answers the step's recorded result too.
+     */
+    async runOperationStep(req: StepRequest): Promise<OperationStepResult> {
+      return runRecorded(req, 'step');
+    },
+
+    /** Runs a compensation of an entity operation once per saga; a database one claims the row first. */
+    async runOperationCompensation(req: StepRequest): Promise<OperationStepResult> {
       return runRecorded(req, 'compensation');
+    },
+
+    /** Gives the entity's lock back (only while this holder has it): the end of every entity operation. */
+    async releaseLock(req: Owner): Promise<{ released: boolean }> {
+      const released = await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      return { released: released.status === 'RELEASED' };
     },
 
     /**
@@ -204,7 +257,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
      * still held, is released.
      */
     async undoEntity(req: Owner & { freeIntent: boolean }): Promise<{ row: string }> {
-      const marked = await definition(req.type).table.markCompensated(pool, req);
+      const marked = await creation(req.type).table.markCompensated(pool, req);
       if (marked.status === 'ILLEGAL_TRANSITION') {
         // A COMPLETED row is a finished order: undoing it is never a silent success.
         throw nonRetryable(ErrorType.COMPENSATION_REFUSED, `undoEntity: a ${marked.from} row cannot be undone`);
@@ -215,31 +268,62 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     },
   };
 
-  async function runRecorded(req: StepRequest, kind: 'step' | 'compensation'): Promise<{ replayed: boolean }> {
+  async function runRecorded(req: StepRequest, kind: 'step' | 'compensation'): Promise<OperationStepResult> {
     const { def, input } = resolve(req.type, req.payload);
     const handler = Object.hasOwn(def.handlers, req.name) ? def.handlers[req.name] : undefined;
     if (!handler) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${req.type} has no ${kind} ${req.name}`);
     // A step and its compensation key their records alike; the payload ties them to the holder.
     const recorded = (scope: 'step' | 'compensation', name: string) => ({
       scope: `${req.type}-${scope}`,
-      key: `${req.sagaKey}:${name}`,
+      key: stepIdempotencyKey(req.sagaKey, name),
       payload: { intentKey: req.intentKey, fencingToken: req.fencingToken },
     });
-    return withHeartbeats(timings.heartbeatIntervalMs, async (signal) => {
+    const { operation } = req;
+    if (operation && !isEntityOperation(def)) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${req.type} is no entity operation`);
+    // An operation's database step claims the entity's row, in the step's own transaction, before its handler runs.
+    const claimed = operation
+      ? async (tx: PoolClient) => {
+          const claim = await def.table.claim(tx, { id: operation.entityId, fencingToken: req.fencingToken });
+          if (claim.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, `${req.name}: a newer holder of the entity's lock has claimed it`);
+          if (claim.status !== 'CLAIMED') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `${req.name}: the entity is ${claim.status === 'NOT_FOUND' ? 'gone' : claim.from}`);
+        }
+      : undefined;
+    const lease = operation && { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: operation.leaseMs };
+    // An operation's step keeps the lock's lease: a database step must hold it, an external one extends it while it holds.
+    const keeping = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> =>
+      lease && kind === 'step'
+        ? withLease(rms, lease, timings.heartbeatIntervalMs, work, { mustHold: !isExternalStep(handler) })
+        : withHeartbeats(timings.heartbeatIntervalMs, work);
+    return keeping(async (signal) => {
       if (kind === 'compensation') {
         // First the step's own key, for good: an attempt of the step still in flight commits or rolls
         // back before this returns (a stalled one is ended by PostgreSQL's idle-transaction timeout),
         // and none can commit after. So the compensation below sees every effect of its step.
+        let undoes = false;
         for (const { step } of def.steps.filter((s) => s.compensation === req.name)) {
-          await tombstoneIdempotencyKey(pool, recorded('step', step));
+          const held = await tombstoneIdempotencyKey(pool, recorded('step', step));
+          if (held === 'COMPLETED' || held === 'STARTED') undoes = true;
         }
+        // An operation's step that never committed (nor reached the other service) left nothing to
+        // undo, so its compensation claims nothing: a newer holder may own the entity by now.
+        if (operation && !undoes) return { replayed: false, response: null };
       }
-      const ctx = { sagaKey: req.sagaKey, intentKey: req.intentKey, fencingToken: req.fencingToken, input, signal };
+      const ctx = {
+        sagaKey: req.sagaKey,
+        intentKey: req.intentKey,
+        fencingToken: req.fencingToken,
+        input,
+        signal,
+        ...(operation ? { operation: { entityId: operation.entityId, results: operation.results } } : {}),
+      };
       const own = recorded(kind, req.name);
       try {
         if (isExternalStep(handler)) return await runExternal(own, handler, { ...ctx, idempotencyKey: own.key, keyOf: (step) => recorded('step', step).key });
-        const { replayed } = await withIdempotency(pool, { ...own, signal }, (tx) => handler(tx, ctx));
-        return { replayed };
+        const { replayed, result } = await withIdempotency(pool, { ...own, signal }, async (tx) => {
+          await claimed?.(tx);
+          return handler(tx, ctx);
+        });
+        return { replayed, response: result ?? null };
       } catch (err) {
         if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
         if (err instanceof CompensationRefusedError) {
@@ -262,9 +346,9 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     record: { scope: string; key: string; payload: unknown },
     step: ExternalStep<unknown>,
     ctx: ExternalStepContext<unknown>,
-  ): Promise<{ replayed: boolean }> {
+  ): Promise<OperationStepResult> {
     const found = await startExternal(pool, record);
-    if (found.status === 'COMPLETED') return { replayed: true };
+    if (found.status === 'COMPLETED') return { replayed: true, response: found.response };
     if (found.status === 'FAILED') throw refusalOf(found.response);
     let response: unknown;
     try {
@@ -283,7 +367,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     const outcome = await finishExternal(pool, { ...record, status: 'COMPLETED', response: response ?? null });
     if (outcome.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(record.scope, record.key);
     if (outcome.status === 'FAILED') throw refusalOf(outcome.response);
-    return { replayed: false };
+    return { replayed: false, response: response ?? null };
   }
 }
 

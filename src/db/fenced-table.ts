@@ -92,6 +92,21 @@ export interface WriteFencedInput {
   data: Record<string, unknown>;
 }
 
+/**
+ * Outcome of {@link FencedTable.claim}. Only `CLAIMED` changed anything (or found the row claimed by
+ * the same token already).
+ * - `FENCED_OUT`: a newer operation's token has claimed the row.
+ * - `NOT_COMPLETED`: the row is not COMPLETED (its creating saga still runs, or was undone).
+ * - `NOT_FOUND`: no row has this id.
+ */
+export type ClaimResult = { status: 'CLAIMED' } | { status: 'FENCED_OUT' } | { status: 'NOT_COMPLETED'; from: FencedStatus } | { status: 'NOT_FOUND' };
+
+/** A row as {@link FencedTable.findById} reads it: with the token of the last operation that claimed it. */
+export interface ClaimableRow extends FencedRow {
+  /** Null until an operation first claims the row. */
+  lastOperationToken: string | null;
+}
+
 /** Input of the fenced transitions. */
 export interface TransitionInput {
   intentKey: string;
@@ -121,6 +136,8 @@ export interface FencedStatements {
   writeFenced: string;
   transition: string;
   find: string;
+  findById: string;
+  claim: string;
 }
 
 /**
@@ -207,7 +224,22 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `  FROM ${table} WHERE intent_key = $1::text`,
   ].join('\n');
 
-  return { writeFenced, transition, find };
+  const findById = [
+    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at, last_operation_token::text${data.map((c) => `, ${c}`).join('')}`,
+    `  FROM ${table} WHERE id = $1::bigint`,
+  ].join('\n');
+
+  // Same pattern as the transitions: always rewrite the row (so it stays locked to the end of the
+  // caller's transaction, and a concurrent claim is re-read), change it only when the CASE allows.
+  const claimable = `cur.status = 'COMPLETED' AND coalesce(cur.last_operation_token, 0) <= $2::bigint`;
+  const claim = [
+    `UPDATE ${table} AS cur SET`,
+    `  last_operation_token = CASE WHEN ${claimable} THEN $2::bigint ELSE cur.last_operation_token END`,
+    `WHERE cur.id = $1::bigint`,
+    `RETURNING cur.status, cur.last_operation_token::text AS token`,
+  ].join('\n');
+
+  return { writeFenced, transition, find, findById, claim };
 }
 
 /**
@@ -308,6 +340,45 @@ export class FencedTable {
     };
   }
 
+  /** The row of id `id` (a decimal string), or undefined: what an operation's gate looks at. */
+  async findById(q: Queryable, id: string): Promise<ClaimableRow | undefined> {
+    const rowId = normaliseId(id);
+    const { rows } = await runArrayQuery(q, 'findById', this.sql.findById, [rowId]);
+    const row = rows[0];
+    if (!row) return undefined;
+    const [rid, intentKey, status, lastFencingToken, sessionId, createdAt, updatedAt, lastOperationToken, ...values] = row;
+    return {
+      id: rid as string,
+      intentKey: intentKey as string,
+      status: status as FencedStatus,
+      lastFencingToken: lastFencingToken as string,
+      sessionId: sessionId as string,
+      data: Object.fromEntries(this.dataColumns.map((column, i) => [column, values[i]])),
+      createdAt: createdAt as Date,
+      updatedAt: updatedAt as Date,
+      lastOperationToken: (lastOperationToken as string | null) ?? null,
+    };
+  }
+
+  /**
+   * Claims the COMPLETED row `id` for the operation whose lock token is `fencingToken`, in one
+   * statement: its `last_operation_token` becomes the token when it was not above it → CLAIMED
+   * (again for the same token: a retry, or the operation's next step); a higher one → FENCED_OUT; a
+   * row that is not COMPLETED → NOT_COMPLETED. Run it first in the transaction of every database
+   * step of an operation: the row stays locked until that transaction ends, and no holder older
+   * than the newest claim can change it after. The table must carry `last_operation_token bigint`.
+   */
+  async claim(q: Queryable, input: { id: string; fencingToken: string | bigint }): Promise<ClaimResult> {
+    const rowId = normaliseId(input.id);
+    const token = normaliseToken(input.fencingToken);
+    const { rows } = await runQuery<{ status: FencedStatus; token: string | null }>(q, 'claim', this.sql.claim, [rowId, token]);
+    const row = rows[0];
+    if (!row) return { status: 'NOT_FOUND' };
+    if (row.token !== null && BigInt(row.token) > BigInt(token)) return { status: 'FENCED_OUT' };
+    if (row.status !== 'COMPLETED') return { status: 'NOT_COMPLETED', from: row.status };
+    return { status: 'CLAIMED' };
+  }
+
   private async transition(q: Queryable, name: keyof typeof TRANSITIONS, input: TransitionInput): Promise<TransitionResult> {
     const intentKey = checkText(input.intentKey, 'intentKey');
     const token = normaliseToken(input.fencingToken);
@@ -356,6 +427,14 @@ export function normaliseToken(token: unknown): string {
   else throw new InvalidArgumentError('fencingToken', `${describe(token)} is not a positive integer as a decimal string or bigint`);
   if (value <= 0n || value > MAX_BIGINT) throw new InvalidArgumentError('fencingToken', `${value} is outside 1..${MAX_BIGINT}`);
   return value.toString();
+}
+
+/** Checks a row id (a positive bigint as a decimal string). */
+function normaliseId(id: unknown): string {
+  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > MAX_BIGINT) {
+    throw new InvalidArgumentError('id', `${describe(id)} is not a row id (a positive integer as a decimal string)`);
+  }
+  return id;
 }
 
 function describe(value: unknown): string {

@@ -7,6 +7,8 @@ export {
   FencedTable,
   FENCED_STATUSES,
   TRANSITIONS,
+  type ClaimableRow,
+  type ClaimResult,
   type FencedRow,
   type FencedStatus,
   type FencedTableOptions,

@@ -15,6 +15,8 @@ export interface StepContext<I> {
   intentKey: string;
   fencingToken: string;
   input: I;
+  /** Set for the steps of an {@link EntityOperation}: its entity and the earlier steps' results. */
+  operation?: OperationContext;
   /**
    * Aborts when the attempt is given up (the saga was cancelled, the attempt timed out, the worker
    * shuts down). A handler that waits or works for long must stop then: whatever it did rolls back
@@ -65,6 +67,11 @@ export interface ExternalStep<I> {
 /** A step in our database (a {@link StepHandler}) or in another service (an {@link ExternalStep}). */
 export type StepImplementation<I> = StepHandler<I> | ExternalStep<I>;
 
+/** The idempotency key of a saga's step or compensation: `<saga key>:<step>` (see ExternalStepContext). */
+export function stepIdempotencyKey(sagaKey: string, step: string): string {
+  return `${sagaKey}:${step}`;
+}
+
 /** Declares an external step or compensation (see {@link ExternalStep}). */
 export function externalStep<I>(run: (ctx: ExternalStepContext<I>) => Promise<unknown>): ExternalStep<I> {
   return { kind: 'external', run };
@@ -75,8 +82,10 @@ export function isExternalStep<I>(step: StepImplementation<I>): step is External
   return typeof step === 'object' && step.kind === 'external';
 }
 
-/** A saga type. */
+/** A saga type that creates an entity (an `order`): see {@link SagaType} for the other kind. */
 export interface SagaDefinition<I = unknown> {
+  /** A creation (the default when absent). */
+  kind?: 'creation';
   /** Name used by clients and in workflow ids, e.g. `order`. */
   type: string;
   /** Intent scope (`^[a-z0-9][a-z0-9_-]{0,63}$`), the first part of the intent key. */
@@ -87,8 +96,8 @@ export interface SagaDefinition<I = unknown> {
   intent(input: I): unknown;
   /** The table of the fenced entity rows. */
   table: FencedTable;
-  /** The data columns of the entity row. */
-  row(input: I): Record<string, unknown>;
+  /** The data columns of the entity row; `sagaKey` is the workflow id (keys of the saga's steps derive from it). */
+  row(input: I, ctx: { sagaKey: string }): Record<string, unknown>;
   /**
    * Optional extra work inside the write's transaction, after the fenced row is written and before
    * it commits (a long, monolithic write). It must stop when `signal` aborts: the lease was lost or
@@ -96,11 +105,71 @@ export interface SagaDefinition<I = unknown> {
    */
   writeWork?(tx: PoolClient, input: I, signal: AbortSignal): Promise<void>;
   /** The remaining steps in order, each with its compensation. */
-  steps: readonly SagaStepPlan[];
+  steps: readonly Required<SagaStepPlan>[];
   /** Implementations of every step and compensation named in `steps`: in our database, or external. */
   handlers: Record<string, StepImplementation<I>>;
   /** How compensations run. */
   compensation: CompensationPolicy;
+}
+
+/**
+ * One step of an {@link EntityOperation}. A step without a compensation cannot be undone (a refund
+ * sent): it is retried until it succeeds or is refused, never given up half-way, and a refusal runs
+ * the compensations of the steps before it.
+ */
+export type OperationStepPlan = SagaStepPlan;
+
+/** What an operation's step handler knows besides its saga: the entity, and the earlier steps' results. */
+export interface OperationContext {
+  /** The entity's row id (the operation's lock is on it). */
+  entityId: string;
+  /** The recorded result of each earlier step of this saga, by step name. */
+  results: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A saga type that changes an entity which exists already (cancel an order, amend it). It takes the
+ * entity's **lock** in the RMS instead of reserving an intent: a lease on the lock key
+ * `<scope>-lock:<HMAC of the entity id>`, with the reservation's fencing token, lease and
+ * heartbeat rules, answered at the gate (SUCCESS with a token, or CONFLICT with `retryAfterMs` while
+ * another operation holds it or the entity's creating saga still runs), released on every path.
+ * Operations of every type on one entity share its lock, so they run one at a time.
+ *
+ * Each step in our database first **claims** the entity's row in its transaction: the row's
+ * `last_operation_token` must not be above the lock's token, and becomes it (see
+ * `FencedTable.claim`); a holder whose lease ended and whose entity a newer holder has claimed is
+ * refused (FENCED_OUT), whatever it does. Such a step also keeps the lease (heartbeats extend it,
+ * a lost lease aborts it). An external step extends the lease while it holds, but is not stopped by
+ * its loss: it may only touch effects keyed by this saga, or settle what a committed step decided.
+ * Order the steps so that every effect outside our database is made before the database step that
+ * commits to it (and undone by a compensation if that step is refused), or settles it afterwards.
+ */
+export interface EntityOperation<I = unknown> {
+  kind: 'operation';
+  /** Name used by clients and in workflow ids, e.g. `order-cancel`. */
+  type: string;
+  /** The entity's scope (`^[a-z0-9][a-z0-9_-]{0,58}$`): the lock key is `<scope>-lock:…`. */
+  scope: string;
+  /** Validates and normalises the input. */
+  schema: z.ZodType<I>;
+  /** The id of the entity's row in `table`, as a decimal string. */
+  entity(input: I): string;
+  /** The entity's table: it must carry `last_operation_token bigint` (see `FencedTable.claim`). */
+  table: FencedTable;
+  steps: readonly OperationStepPlan[];
+  /** Implementations of every step and compensation named in `steps` (their context has `operation`). */
+  handlers: Record<string, StepImplementation<I>>;
+  /** How compensations run (`freeIntent` does not apply: a lock is always released). */
+  compensation: CompensationPolicy;
+}
+
+/** Any saga type: one that creates an entity, or an operation on one. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
+export type SagaType<I = any> = SagaDefinition<I> | EntityOperation<I>;
+
+/** Whether `def` is an {@link EntityOperation}. */
+export function isEntityOperation<I>(def: SagaType<I>): def is EntityOperation<I> {
+  return def.kind === 'operation';
 }
 
 /** Thrown by a step for a business refusal: the saga compensates, without retrying the step. */

@@ -7,9 +7,10 @@ import { z } from 'zod';
 import { requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
-import { SagaInputError, type SagaDefinition } from './definition';
+import { isEntityOperation, SagaInputError, type SagaType } from './definition';
 import { PaymentProviderClient } from '../provider/client';
-import { orderSaga, orderSagaType, orderSagaWithSimulations, orderSagaWithSimulationsType } from './order';
+import { DEFAULT_PAYMENT_PROVIDER, orderSaga, orderSagaType, orderSagaWithSimulations, orderSagaWithSimulationsType } from './order';
+import { orderAmendSagaType, orderCancelSagaType, orderAmendSagaWithSimulationsType } from './order-operations';
 
 export * from './definition';
 export {
@@ -19,6 +20,14 @@ export {
   orderSagaWithSimulationsType,
   DEFAULT_PAYMENT_PROVIDER,
   DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput, type SimulatedOrderInput } from './order';
+export {
+  orderAmendSagaType,
+  orderAmendSagaWithSimulationsType,
+  orderCancelSagaType,
+  type OrderAmendInput,
+  type OrderCancelInput,
+  type SimulatedOrderAmendInput,
+} from './order-operations';
 
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -27,22 +36,35 @@ export const MAX_PAYLOAD_BYTES = 64 * 1024;
 export const MAX_PAYLOAD_DEPTH = 64;
 
 /** Saga types by name: what a worker runs and a client accepts. */
-export type SagaTypes = Readonly<Record<string, SagaDefinition<unknown>>>;
+export type SagaTypes = Readonly<Record<string, SagaType<unknown>>>;
 
 /** Saga types by name, from their definitions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
-export function defineSagaTypes(...definitions: SagaDefinition<any>[]): SagaTypes {
-  return Object.freeze(Object.fromEntries(definitions.map((d) => [d.type, d as unknown as SagaDefinition<unknown>])));
+export function defineSagaTypes(...definitions: SagaType<any>[]): SagaTypes {
+  return Object.freeze(Object.fromEntries(definitions.map((d) => [d.type, d as unknown as SagaType<unknown>])));
 }
 
+/** The project's saga types (`order`, `order-cancel`, `order-amend`), paying through `payments`. */
+function orderTypes(payments: PaymentProviderClient, simulations: boolean): SagaTypes {
+  return simulations
+    ? defineSagaTypes(orderSagaWithSimulationsType(payments), orderCancelSagaType(payments), orderAmendSagaWithSimulationsType(payments))
+    : defineSagaTypes(orderSagaType(payments), orderCancelSagaType(payments), orderAmendSagaType(payments));
+}
+
+const defaultPayments = new PaymentProviderClient(DEFAULT_PAYMENT_PROVIDER);
+
 /** The saga types this project ships (the default of the worker, the client and the CLI). */
-export const sagaTypes: SagaTypes = defineSagaTypes(orderSaga);
+export const sagaTypes: SagaTypes = defineSagaTypes(orderSaga, orderCancelSagaType(defaultPayments), orderAmendSagaType(defaultPayments));
 
 /**
  * The project's saga types with their test knobs (`simulate`: a long write, slow steps), for tests
  * and the demo only: a knob holds a connection, a transaction and its locks as long as a caller asks.
  */
-export const sagaTypesWithSimulations: SagaTypes = defineSagaTypes(orderSagaWithSimulations);
+export const sagaTypesWithSimulations: SagaTypes = defineSagaTypes(
+  orderSagaWithSimulations,
+  orderCancelSagaType(defaultPayments),
+  orderAmendSagaWithSimulationsType(defaultPayments),
+);
 
 /**
  * The saga types a worker runs and a client accepts under `config`: the project's, or, when the
@@ -54,12 +76,11 @@ export function sagaTypesFor(config: { simulations: boolean; paymentProvider?: {
   if (!provider) {
     return config.simulations ? sagaTypesWithSimulations : sagaTypes;
   }
-  const payments = new PaymentProviderClient({ baseUrl: provider.url, timeoutMs: provider.timeoutMs });
-  return config.simulations ? defineSagaTypes(orderSagaWithSimulationsType(payments)) : defineSagaTypes(orderSagaType(payments));
+  return orderTypes(new PaymentProviderClient({ baseUrl: provider.url, timeoutMs: provider.timeoutMs }), config.simulations);
 }
 
 /** The definition of `type`, or a SagaInputError naming the known ones. */
-export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): SagaDefinition<unknown> {
+export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): SagaType<unknown> {
   const def = Object.hasOwn(types, type) ? types[type] : undefined;
   if (!def) {
     throw new SagaInputError(`unknown saga type ${JSON.stringify(type)} (known: ${Object.keys(types).join(', ')})`, ErrorType.UNKNOWN_SAGA_TYPE);
@@ -71,7 +92,7 @@ export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): Saga
  * Validates `data` against the type's schema, and refuses any string or object key in it holding a
  * NUL character or an unpaired surrogate; a SagaInputError says what is wrong and where.
  */
-export function parseSagaData(def: SagaDefinition<unknown>, data: unknown): unknown {
+export function parseSagaData(def: SagaType<unknown>, data: unknown): unknown {
   // Before anything walks it recursively (JSON.stringify, the schema, the canonical JSON).
   const deep = pathDeeperThan(data, MAX_PAYLOAD_DEPTH);
   if (deep) {
@@ -176,8 +197,15 @@ export function prepareSaga(
   }
   const payload = parseSagaData(def, data);
   let key: string;
+  let operation: SagaInput['operation'];
   try {
-    key = intentKey(def.scope, def.intent(payload), options.intentSecret);
+    if (isEntityOperation(def)) {
+      // The entity's lock: one per entity, shared by every operation type of its scope.
+      operation = { entityId: def.entity(payload) };
+      key = intentKey(`${def.scope}-lock`, { entity: operation.entityId }, options.intentSecret);
+    } else {
+      key = intentKey(def.scope, def.intent(payload), options.intentSecret);
+    }
   } catch (err) {
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
     throw err;
@@ -191,6 +219,7 @@ export function prepareSaga(
     steps: def.steps.map((s) => ({ ...s })),
     compensation: { ...def.compensation },
     timings: options.timings,
+    ...(operation ? { operation } : {}),
   };
 }
 

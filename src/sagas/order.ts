@@ -13,12 +13,18 @@ import type { PoolClient } from 'pg';
 import { z } from 'zod';
 import { ordersTable } from '../db/orders';
 import { PaymentDeclinedError, PaymentProviderClient, RefundRefusedError } from '../provider/client';
-import { CompensationRefusedError, externalStep, isExternalStep, StepRejectedError, type SagaDefinition, type StepHandler, type StepImplementation } from './definition';
+import { CompensationRefusedError, externalStep, isExternalStep, StepRejectedError, stepIdempotencyKey, type SagaDefinition, type StepHandler, type StepImplementation } from './definition';
 
 /** The payment provider's test card that every charge declines. */
 export const DECLINED_CARD = '4000000000000002';
 /** The payment provider's test card whose charges succeed and whose refunds are refused. */
 export const REFUND_REFUSED_CARD = '4000000000000259';
+
+/** A SKU: lower-case letters, digits and `-`. */
+export const skuSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'must be lower-case letters, digits and -');
+
+/** The card a charge is made to (the provider keeps only its last 4 digits; we keep none). */
+export const paymentSchema = z.object({ card: z.string().regex(/^\d{12,19}$/, 'must be 12 to 19 digits') }).strict();
 
 const orderSchema = z
   .object({
@@ -27,7 +33,7 @@ const orderSchema = z
       .array(
         z
           .object({
-            sku: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'must be lower-case letters, digits and -'),
+            sku: skuSchema,
             quantity: z.number().int().min(1).max(1000),
             priceCents: z.number().int().min(0).max(100_000_000),
           })
@@ -36,7 +42,7 @@ const orderSchema = z
       .min(1)
       .max(100)
       .refine((items) => new Set(items.map((i) => i.sku)).size === items.length, 'each sku may appear once'),
-    payment: z.object({ card: z.string().regex(/^\d{12,19}$/, 'must be 12 to 19 digits') }).strict(),
+    payment: paymentSchema,
   })
   .strict();
 
@@ -69,7 +75,7 @@ export type SimulatedOrderInput = z.infer<typeof simulatedOrderSchema>;
  * SKUs in code-unit order: the same on every host. (`localeCompare` depends on the host's locale and
  * ICU data, so two hosts could derive different intent keys for one cart.)
  */
-const bySku = (a: { sku: string }, b: { sku: string }) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0);
+export const bySku = (a: { sku: string }, b: { sku: string }) => (a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0);
 
 const amountOf = (input: OrderInput) => input.items.reduce((sum, i) => sum + i.quantity * i.priceCents, 0);
 
@@ -139,7 +145,8 @@ export function orderSagaType(payments: PaymentProviderClient): SagaDefinition<O
     cart: [...input.items].sort(bySku).map(({ sku, quantity }) => ({ sku, quantity })),
   }),
   table: ordersTable,
-  row: (input) => ({ customer: input.customer, items: input.items, amount_cents: amountOf(input) }),
+  // payment_key: the charge step's idempotency key, which the order's cancellation refunds.
+  row: (input, { sagaKey }) => ({ customer: input.customer, items: input.items, amount_cents: amountOf(input), payment_key: stepIdempotencyKey(sagaKey, 'chargePayment') }),
   steps: [
     { step: 'chargePayment', compensation: 'refundPayment' },
     { step: 'reserveStock', compensation: 'releaseStock' },

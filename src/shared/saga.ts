@@ -38,6 +38,8 @@ export const ErrorType = {
   STEP_REJECTED: 'STEP_REJECTED',
   /** A late attempt of a step whose compensation has already taken its key: it never runs. */
   STEP_COMPENSATED: 'STEP_COMPENSATED',
+  /** An operation's entity does not exist (or its creating saga was undone). */
+  ENTITY_NOT_FOUND: 'ENTITY_NOT_FOUND',
   /** A compensation was refused by the system it undoes. */
   COMPENSATION_REFUSED: 'COMPENSATION_REFUSED',
   /** The input does not match the saga type's schema. */
@@ -59,8 +61,11 @@ export type ReservationAnswer =
 export interface SagaStepPlan {
   /** Activity-side step name, e.g. `chargePayment`. */
   step: string;
-  /** Its compensation, e.g. `refundPayment`. */
-  compensation: string;
+  /**
+   * Its compensation, e.g. `refundPayment`. Every step of a saga that creates an entity has one; a
+   * step of an entity operation may have none (it is then retried until it succeeds or is refused).
+   */
+  compensation?: string;
 }
 
 /** How a saga type runs its compensations. */
@@ -129,6 +134,11 @@ export interface SagaInput {
   steps: SagaStepPlan[];
   compensation: CompensationPolicy;
   timings: SagaTimings;
+  /**
+   * Set when the saga type is an operation on an existing entity (order-cancel): `intentKey` is then
+   * the entity's lock, and the saga runs its steps under that lock instead of writing a new row.
+   */
+  operation?: { entityId: string };
 }
 
 /** The plan of one saga, derived by the worker; `reservation` is the one the gate took, if any. */

@@ -236,7 +236,14 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   let answer: ReservationAnswer;
   try {
     answer = await uncancelled(() =>
-      local.reserveIntent({ type: planned.type, intentKey: planned.intentKey, sessionId: planned.sessionId, leaseMs: planned.timings.leaseMs }),
+      local.reserveIntent({
+        type: planned.type,
+        intentKey: planned.intentKey,
+        sessionId: planned.sessionId,
+        leaseMs: planned.timings.leaseMs,
+        // An entity operation takes the entity's lock (its intent key is the lock's).
+        ...(planned.operation ? { entityId: planned.operation.entityId } : {}),
+      }),
     );
   } catch (err) {
     reservationFailed = failureMessage(err);
@@ -257,7 +264,81 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   const memo: SagaMemo = workflowInfo().memo ?? {};
   if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer)) upsertMemo({ requestHash: planned.requestHash, reservation: answer } satisfies SagaMemo);
   if (state.reservation.status !== 'SUCCESS') return finish(SagaOutcome.REJECTED, state.reservation.status);
+  // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
+  if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state);
   return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false });
+}
+
+/** The activities of an entity operation. */
+function operationActivities(input: SagaPlan) {
+  const settle = { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } as const;
+  const timeouts = { startToCloseTimeout: '60s', heartbeatTimeout: input.timings.heartbeatTimeoutMs } as const;
+  // No maximumAttempts: a step that nothing could undo is retried until it succeeds or is refused.
+  const untilDone = { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval };
+  return {
+    step: (name: string, undoable: boolean) =>
+      proxyActivities<SagaActivities>({ ...timeouts, retry: undoable ? RETRY_INFRA : untilDone, summary: `step ${name}`, ...settle }),
+    compensation: (name: string) =>
+      proxyActivities<SagaActivities>({
+        ...timeouts,
+        retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
+        summary: `compensation ${name}`,
+      }),
+    release: proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "release the entity's lock" }),
+  };
+}
+
+/**
+ * An entity operation (order-cancel), holding the entity's lock: the steps in order, each database
+ * step claiming the entity's row with the lock's token (see EntityOperation), each step given the
+ * earlier steps' results; on a failure or a cancellation the compensations of the steps begun, in
+ * reverse; and on every path the lock given back. A step without a compensation cannot be undone:
+ * it runs to its end even when the saga is cancelled meanwhile, and is retried until it succeeds or
+ * is refused.
+ */
+async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState): Promise<SagaState> {
+  const { workflowId } = workflowInfo();
+  const act = operationActivities(input);
+  const { enter, finish } = lifecycle(state);
+  state.fencingToken = fencingToken;
+  state.entityId = entityId;
+  const owner = { type: input.type, intentKey: input.intentKey, sessionId: input.sessionId, fencingToken };
+  const results: Record<string, unknown> = {};
+  const request = (name: string) => ({
+    ...owner,
+    sagaKey: workflowId,
+    payload: input.payload,
+    name,
+    operation: { entityId, results: { ...results }, leaseMs: input.timings.leaseMs },
+  });
+  const compensations: { name: string; run: () => Promise<unknown> }[] = [];
+  let ended: { outcome: SagaOutcome; reason?: string };
+  try {
+    enter(SagaPhase.RUNNING_STEPS);
+    for (const { step, compensation } of input.steps) {
+      if (compensation !== undefined) {
+        compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation(request(compensation)) });
+      }
+      const run = () => act.step(step, compensation !== undefined).runOperationStep(request(step));
+      const done = await (compensation === undefined ? CancellationScope.nonCancellable(run) : run());
+      results[step] = done.response;
+      state.stepsDone.push(step);
+    }
+    ended = { outcome: SagaOutcome.COMPLETED };
+  } catch (err) {
+    const cancelled = isCancellation(err);
+    state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
+    enter(SagaPhase.COMPENSATING);
+    const failed = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
+    ended = { outcome: failed ? SagaOutcome.COMPENSATION_FAILED : SagaOutcome.COMPENSATED, reason: cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED') };
+  }
+  try {
+    await CancellationScope.nonCancellable(() => act.release.releaseLock(owner));
+  } catch (err) {
+    // The lease ends by itself; the saga's outcome stands.
+    state.errors.push({ at: 'releaseLock', type: failureType(err), message: failureMessage(err) });
+  }
+  return finish(ended.outcome, ended.reason);
 }
 
 /** Lets running update handlers finish (they answer the caller), even in a cancelled saga. */
@@ -366,7 +447,8 @@ async function runReserved(
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
     const heartbeating = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH);
-    for (const { step, compensation } of input.steps) {
+    for (const { step, compensation = '' } of input.steps) {
+      // Every step of a type that creates an entity has a compensation (see SagaDefinition).
       const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
       compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
       await (heartbeating ? act.heartbeatingStep(step) : act.step).runStep({ ...stepContext, name: step });

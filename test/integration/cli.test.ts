@@ -56,6 +56,22 @@ describe('saga CLI', () => {
     expect(json<Started>(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
   });
 
+  it('start --type order-cancel runs an operation on an existing order like any type; intent shows its lock and row', async () => {
+    const created = await h.client.result((await h.client.start('order', order())).workflowId);
+    const data = JSON.stringify({ order: created.entityId });
+
+    const cancel = await saga(['start', '--type', 'order-cancel', '--data', data, '--wait', '--json']);
+    const intent = await saga(['intent', '--type', 'order-cancel', '--data', data, '--json']);
+    const missing = await saga(['start', '--type', 'order-cancel', '--data', '{"order":"987654321987"}']);
+
+    expect(cancel.code).toBe(EXIT.OK);
+    expect(json<Started>(cancel.stdout)).toMatchObject({ workflowId: expect.stringMatching(/^order-cancel-/), reservation: { status: 'SUCCESS' }, final: { outcome: 'COMPLETED' } });
+    expect(json(intent.stdout)).toMatchObject({ intentKey: expect.stringMatching(/^order-lock:/), rms: { exists: false }, row: { id: created.entityId, status: 'COMPLETED' } });
+    expect(json<{ rms: { holder?: unknown } }>(intent.stdout).rms.holder).toBeUndefined();
+    expect(missing.code).toBe(EXIT.USAGE);
+    expect(missing.stderr).toContain('there is no order 987654321987');
+  });
+
   it('start reads --data from a file (@path) or from stdin (-), so a card number stays out of the command line', async () => {
     const data = JSON.stringify(order());
     const dir = mkdtempSync(path.join(tmpdir(), 'saga-cli-'));

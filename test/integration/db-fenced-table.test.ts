@@ -4,7 +4,10 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FencedTable, ordersTable, type FencedRow, type FencedStatus, type WriteFencedResult } from '../../src/db';
+import { FencedTable, type FencedRow, type FencedStatus, type WriteFencedResult } from '../../src/db';
+
+/** The generic layer over the example domain's table: `orders` and three of its data columns. */
+const fencedOrders = new FencedTable({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] });
 import { behindOpenTransaction, checkout, distinctTokens, maxToken, testPool, token, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
 
 let pool: pg.Pool;
@@ -20,18 +23,18 @@ const data = (customer = 'Ada') => ({ customer, items: [{ sku: 'A-1', qty: 2 }],
 /** Brings a fresh intent's row to `status` under `owner` and returns it as stored. */
 async function seed(intentKey: string, status: FencedStatus, owner: string): Promise<FencedRow> {
   const fencingToken = owner;
-  expect(await ordersTable.writeFenced(pool, { intentKey, sessionId: `s-${owner}`, fencingToken, data: data('Owner') })).toMatchObject({
+  expect(await fencedOrders.writeFenced(pool, { intentKey, sessionId: `s-${owner}`, fencingToken, data: data('Owner') })).toMatchObject({
     status: 'WRITTEN',
   });
   const steps: Record<FencedStatus, ((q: pg.Pool, i: { intentKey: string; fencingToken: string }) => Promise<unknown>)[]> = {
     PROCESSING: [],
-    REGISTERED: [(q, i) => ordersTable.markRegistered(q, i)],
-    COMPLETED: [(q, i) => ordersTable.markRegistered(q, i), (q, i) => ordersTable.markCompleted(q, i)],
-    FAILED: [(q, i) => ordersTable.markFailed(q, i)],
-    COMPENSATED: [(q, i) => ordersTable.markCompensated(q, i)],
+    REGISTERED: [(q, i) => fencedOrders.markRegistered(q, i)],
+    COMPLETED: [(q, i) => fencedOrders.markRegistered(q, i), (q, i) => fencedOrders.markCompleted(q, i)],
+    FAILED: [(q, i) => fencedOrders.markFailed(q, i)],
+    COMPENSATED: [(q, i) => fencedOrders.markCompensated(q, i)],
   };
   for (const step of steps[status]) expect(await step(pool, { intentKey, fencingToken })).toEqual({ status: 'OK' });
-  const row = await ordersTable.find(pool, intentKey);
+  const row = await fencedOrders.find(pool, intentKey);
   expect(row?.status).toBe(status);
   return row!;
 }
@@ -45,9 +48,9 @@ describe('writeFenced', () => {
   it('inserts a PROCESSING row for a new intent and reports it WRITTEN with its id', async () => {
     const intentKey = uniqueId('new');
 
-    const result = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data() });
+    const result = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data() });
 
-    const row = await ordersTable.find(pool, intentKey);
+    const row = await fencedOrders.find(pool, intentKey);
     expect(result).toEqual({ status: 'WRITTEN', id: row!.id });
     expect(row).toMatchObject({
       intentKey,
@@ -60,13 +63,13 @@ describe('writeFenced', () => {
 
   it('returns the same id and changes nothing when the same token writes again (an activity retry)', async () => {
     const intentKey = uniqueId('retry');
-    const first = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data('First') });
-    const before = await ordersTable.find(pool, intentKey);
+    const first = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data('First') });
+    const before = await fencedOrders.find(pool, intentKey);
 
-    const again = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data('Second') });
+    const again = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'session-1', fencingToken: token(1), data: data('Second') });
 
     expect(again).toEqual(first);
-    expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+    expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
   });
 
   it.each(['REGISTERED', 'COMPLETED', 'FAILED', 'COMPENSATED'] as const)(
@@ -75,10 +78,10 @@ describe('writeFenced', () => {
       const intentKey = uniqueId('retry-status');
       const before = await seed(intentKey, status, token(5));
 
-      const again = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'later', fencingToken: token(5), data: data('Other') });
+      const again = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'later', fencingToken: token(5), data: data('Other') });
 
       expect(again).toEqual({ status: 'WRITTEN', id: before.id });
-      expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+      expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
     },
   );
 
@@ -88,10 +91,10 @@ describe('writeFenced', () => {
       const intentKey = uniqueId('stale');
       const before = await seed(intentKey, status, token(10));
 
-      const result = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'stale', fencingToken: token(9), data: data('Stale') });
+      const result = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'stale', fencingToken: token(9), data: data('Stale') });
 
       expect(result).toEqual({ status: 'FENCED_OUT' });
-      expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+      expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
     },
   );
 
@@ -101,10 +104,10 @@ describe('writeFenced', () => {
       const intentKey = uniqueId('dup');
       const before = await seed(intentKey, status, token(10));
 
-      const result = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(11), data: data('Newer') });
+      const result = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(11), data: data('Newer') });
 
       expect(result).toEqual({ status: 'DUPLICATE', id: before.id });
-      expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+      expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
     },
   );
 
@@ -114,10 +117,10 @@ describe('writeFenced', () => {
       const intentKey = uniqueId('takeover');
       const before = await seed(intentKey, status, token(10));
 
-      const result = await ordersTable.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(11), data: data('Newer') });
+      const result = await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(11), data: data('Newer') });
 
       expect(result).toEqual({ status: 'WRITTEN', id: before.id });
-      const after = await ordersTable.find(pool, intentKey);
+      const after = await fencedOrders.find(pool, intentKey);
       expect(after).toMatchObject({
         id: before.id,
         status: 'PROCESSING',
@@ -140,7 +143,7 @@ describe('writeFenced', () => {
 
       const results = await Promise.all(
         clients.map(async (client, i): Promise<WriteFencedResult> => {
-          const result = await ordersTable.writeFenced(client, { intentKey, sessionId: `session-${i}`, fencingToken: tokens[i]!, data: data(`C${i}`) });
+          const result = await fencedOrders.writeFenced(client, { intentKey, sessionId: `session-${i}`, fencingToken: tokens[i]!, data: data(`C${i}`) });
           await client.query('COMMIT');
           return result;
         }),
@@ -148,7 +151,7 @@ describe('writeFenced', () => {
 
       const highest = maxToken(tokens);
       const winner = tokens.indexOf(highest);
-      const row = await ordersTable.find(pool, intentKey);
+      const row = await fencedOrders.find(pool, intentKey);
       expect(await rowCount(intentKey)).toBe(1);
       expect(row).toMatchObject({ lastFencingToken: highest, sessionId: `session-${winner}`, status: 'PROCESSING', data: data(`C${winner}`) });
       expect(results[winner]).toEqual({ status: 'WRITTEN', id: row!.id });
@@ -168,13 +171,13 @@ describe('writeFenced', () => {
 
     const result = await behindOpenTransaction(
       pool,
-      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(20), data: data('A') }),
-      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(19), data: data('B') }),
+      (a) => fencedOrders.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(20), data: data('A') }),
+      (b) => fencedOrders.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(19), data: data('B') }),
       'COMMIT',
     );
 
     expect(result).toEqual({ status: 'FENCED_OUT' });
-    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ lastFencingToken: token(20), sessionId: 'A' });
+    expect(await fencedOrders.find(pool, intentKey)).toMatchObject({ lastFencingToken: token(20), sessionId: 'A' });
   });
 
   it('reports DUPLICATE when the PROCESSING row it would take over was registered by a transaction it waited for', async () => {
@@ -184,13 +187,13 @@ describe('writeFenced', () => {
 
     const result = await behindOpenTransaction(
       pool,
-      (a) => ordersTable.markRegistered(a, { intentKey, fencingToken: token(30) }),
-      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(31), data: data('B') }),
+      (a) => fencedOrders.markRegistered(a, { intentKey, fencingToken: token(30) }),
+      (b) => fencedOrders.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(31), data: data('B') }),
       'COMMIT',
     );
 
     expect(result).toEqual({ status: 'DUPLICATE', id: before.id });
-    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: token(30), sessionId: before.sessionId });
+    expect(await fencedOrders.find(pool, intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: token(30), sessionId: before.sessionId });
   });
 
   it('inserts its own row when the transaction it waited for rolled back its insert', async () => {
@@ -198,12 +201,12 @@ describe('writeFenced', () => {
 
     const result = await behindOpenTransaction(
       pool,
-      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(40), data: data('A') }),
-      (b) => ordersTable.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(39), data: data('B') }),
+      (a) => fencedOrders.writeFenced(a, { intentKey, sessionId: 'A', fencingToken: token(40), data: data('A') }),
+      (b) => fencedOrders.writeFenced(b, { intentKey, sessionId: 'B', fencingToken: token(39), data: data('B') }),
       'ROLLBACK',
     );
 
-    const row = await ordersTable.find(pool, intentKey);
+    const row = await fencedOrders.find(pool, intentKey);
     expect(result).toEqual({ status: 'WRITTEN', id: row!.id });
     expect(row).toMatchObject({ lastFencingToken: token(39), sessionId: 'B' });
   });
@@ -214,11 +217,11 @@ describe('fenced transitions', () => {
     const intentKey = uniqueId('lifecycle');
     await seed(intentKey, 'PROCESSING', token(1));
 
-    const registered = await ordersTable.markRegistered(pool, { intentKey, fencingToken: token(1) });
-    const completed = await ordersTable.markCompleted(pool, { intentKey, fencingToken: 1_700_000_000_000_001n });
+    const registered = await fencedOrders.markRegistered(pool, { intentKey, fencingToken: token(1) });
+    const completed = await fencedOrders.markCompleted(pool, { intentKey, fencingToken: 1_700_000_000_000_001n });
 
     expect([registered, completed]).toEqual([{ status: 'OK' }, { status: 'OK' }]);
-    expect((await ordersTable.find(pool, intentKey))?.status).toBe('COMPLETED');
+    expect((await fencedOrders.find(pool, intentKey))?.status).toBe('COMPLETED');
   });
 
   it.each([
@@ -230,10 +233,10 @@ describe('fenced transitions', () => {
     const intentKey = uniqueId('repeat');
     const before = await seed(intentKey, status, token(2));
 
-    const result = await ordersTable[method](pool, { intentKey, fencingToken: token(2) });
+    const result = await fencedOrders[method](pool, { intentKey, fencingToken: token(2) });
 
     expect(result).toEqual({ status: 'OK' });
-    expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+    expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
   });
 
   it.each(['markRegistered', 'markCompleted', 'markFailed', 'markCompensated'] as const)(
@@ -241,14 +244,14 @@ describe('fenced transitions', () => {
     async (method) => {
       const intentKey = uniqueId('stale-transition');
       await seed(intentKey, 'PROCESSING', token(3));
-      await ordersTable.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(4), data: data('Newer') });
-      if (method === 'markCompleted') await ordersTable.markRegistered(pool, { intentKey, fencingToken: token(4) });
-      const before = await ordersTable.find(pool, intentKey);
+      await fencedOrders.writeFenced(pool, { intentKey, sessionId: 'newer', fencingToken: token(4), data: data('Newer') });
+      if (method === 'markCompleted') await fencedOrders.markRegistered(pool, { intentKey, fencingToken: token(4) });
+      const before = await fencedOrders.find(pool, intentKey);
 
-      const result = await ordersTable[method](pool, { intentKey, fencingToken: token(3) });
+      const result = await fencedOrders[method](pool, { intentKey, fencingToken: token(3) });
 
       expect(result).toEqual({ status: 'FENCED_OUT' });
-      expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+      expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
     },
   );
 
@@ -267,16 +270,16 @@ describe('fenced transitions', () => {
     const intentKey = uniqueId('illegal');
     const before = await seed(intentKey, from, token(5));
 
-    const result = await ordersTable[method](pool, { intentKey, fencingToken: token(5) });
+    const result = await fencedOrders[method](pool, { intentKey, fencingToken: token(5) });
 
     expect(result).toEqual({ status: 'ILLEGAL_TRANSITION', from });
-    expect(await ordersTable.find(pool, intentKey)).toEqual(before);
+    expect(await fencedOrders.find(pool, intentKey)).toEqual(before);
   });
 
   it('answers NOT_FOUND for an intent that has no row', async () => {
     const intentKey = uniqueId('missing');
 
-    const result = await ordersTable.markCompensated(pool, { intentKey, fencingToken: token(1) });
+    const result = await fencedOrders.markCompensated(pool, { intentKey, fencingToken: token(1) });
 
     expect(result).toEqual({ status: 'NOT_FOUND' });
     expect(await rowCount(intentKey)).toBe(0);
@@ -289,13 +292,13 @@ describe('fenced transitions', () => {
 
     const result = await behindOpenTransaction(
       pool,
-      (a) => ordersTable.writeFenced(a, { intentKey, sessionId: 'newer', fencingToken: token(7), data: data('Newer') }),
-      (b) => ordersTable.markCompensated(b, { intentKey, fencingToken: token(6) }),
+      (a) => fencedOrders.writeFenced(a, { intentKey, sessionId: 'newer', fencingToken: token(7), data: data('Newer') }),
+      (b) => fencedOrders.markCompensated(b, { intentKey, fencingToken: token(6) }),
       'COMMIT',
     );
 
     expect(result).toEqual({ status: 'FENCED_OUT' });
-    expect(await ordersTable.find(pool, intentKey)).toMatchObject({ status: 'PROCESSING', lastFencingToken: token(7), sessionId: 'newer' });
+    expect(await fencedOrders.find(pool, intentKey)).toMatchObject({ status: 'PROCESSING', lastFencingToken: token(7), sessionId: 'newer' });
   });
 });
 
@@ -309,9 +312,9 @@ describe('hostile input', () => {
     const document = { customer: hostile, items: bigItems, amount_cents: '9223372036854775807' };
     expect(JSON.stringify(bigItems).length).toBeGreaterThan(1024 * 1024);
 
-    const result = await ordersTable.writeFenced(pool, { intentKey, sessionId, fencingToken: '9223372036854775807', data: document });
+    const result = await fencedOrders.writeFenced(pool, { intentKey, sessionId, fencingToken: '9223372036854775807', data: document });
 
-    const row = await ordersTable.find(pool, intentKey);
+    const row = await fencedOrders.find(pool, intentKey);
     expect(result).toEqual({ status: 'WRITTEN', id: row!.id });
     expect(row).toMatchObject({ intentKey, sessionId, lastFencingToken: '9223372036854775807' });
     expect(row!.data).toEqual(document);
@@ -321,9 +324,9 @@ describe('hostile input', () => {
     const intentKey = uniqueId('json-string');
     const document = { customer: 'c', items: '[1,2,"not parsed"]', amount_cents: 0n };
 
-    await ordersTable.writeFenced(pool, { intentKey, sessionId: 's', fencingToken: token(1), data: document });
+    await fencedOrders.writeFenced(pool, { intentKey, sessionId: 's', fencingToken: token(1), data: document });
 
-    expect((await ordersTable.find(pool, intentKey))!.data).toEqual({ customer: 'c', items: '[1,2,"not parsed"]', amount_cents: '0' });
+    expect((await fencedOrders.find(pool, intentKey))!.data).toEqual({ customer: 'c', items: '[1,2,"not parsed"]', amount_cents: '0' });
   });
 });
 

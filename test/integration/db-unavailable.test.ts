@@ -4,7 +4,10 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPool, DbUnavailableError, ordersTable, purgeIdempotencyRecords, withIdempotency } from '../../src/db';
+import { createPool, DbUnavailableError, FencedTable, purgeIdempotencyRecords, withIdempotency } from '../../src/db';
+
+/** The generic layer over the example domain's table: `orders` and three of its data columns. */
+const fencedOrders = new FencedTable({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] });
 import { testPool, token, uniqueId } from '../helpers/db-fixtures';
 
 describe('PostgreSQL unreachable', () => {
@@ -18,9 +21,9 @@ describe('PostgreSQL unreachable', () => {
   });
 
   const calls: [string, (p: pg.Pool) => Promise<unknown>][] = [
-    ['writeFenced', (p) => ordersTable.writeFenced(p, { intentKey: 'k', sessionId: 's', fencingToken: token(1), data: { customer: 'c', items: [], amount_cents: '1' } })],
-    ['markRegistered', (p) => ordersTable.markRegistered(p, { intentKey: 'k', fencingToken: token(1) })],
-    ['find', (p) => ordersTable.find(p, 'k')],
+    ['writeFenced', (p) => fencedOrders.writeFenced(p, { intentKey: 'k', sessionId: 's', fencingToken: token(1), data: { customer: 'c', items: [], amount_cents: '1' } })],
+    ['markRegistered', (p) => fencedOrders.markRegistered(p, { intentKey: 'k', fencingToken: token(1) })],
+    ['find', (p) => fencedOrders.find(p, 'k')],
     ['withIdempotency', (p) => withIdempotency(p, { scope: 's', key: 'k', payload: {} }, async () => 'never')],
     ['purgeIdempotencyRecords', (p) => purgeIdempotencyRecords(p, { olderThanMs: 0 })],
   ];
@@ -50,7 +53,7 @@ describe('connection lost mid-transaction', () => {
       const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       await terminate(pool, rows[0]!.pid);
 
-      const failure = ordersTable.writeFenced(client, {
+      const failure = fencedOrders.writeFenced(client, {
         intentKey: uniqueId('terminated'),
         sessionId: 's',
         fencingToken: token(1),

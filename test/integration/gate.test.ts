@@ -211,7 +211,7 @@ describe('the gate', () => {
     const a = await h.rms.reserve({ intent, sessionId: 'saga-a', leaseMs: 60_000 });
     if (a.status !== 'SUCCESS') throw new Error(`could not arrange saga A: ${a.status}`);
     const owner = { intentKey: intent, fencingToken: a.fencingToken };
-    await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-a', data: { customer: 'a', items: [], amount_cents: 0 } });
+    await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-a', data: { customer: 'a', items: [], amount_cents: 0, payment_key: null } });
     await ordersTable.markRegistered(h.pool, owner);
     await h.rms.release({ intent, sessionId: 'saga-a', fencingToken: a.fencingToken });
     // The truth check reads A's row; A's compensation (row COMPENSATED, then free) lands before the repair.
@@ -240,7 +240,7 @@ describe('the gate', () => {
       const [seconds] = await h.redis.time();
       const ahead = `${Number(seconds) + 3600}000000`;
       const owner = { intentKey: intent, fencingToken: ahead };
-      await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-from-the-future', data: { customer: 'a', items: [], amount_cents: 0 } });
+      await ordersTable.writeFenced(h.pool, { ...owner, sessionId: 'saga-from-the-future', data: { customer: 'a', items: [], amount_cents: 0, payment_key: null } });
       if (status === 'COMPENSATED') await ordersTable.markCompensated(h.pool, owner);
 
       const started = await h.client.start('order', cart);

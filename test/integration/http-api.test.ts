@@ -250,6 +250,20 @@ describe('POST /v1/sagas/{type}', () => {
     expect(doc.detail).not.toContain('not digits');
   });
 
+  it('starts an operation on an existing order, and answers one on an order that does not exist with 422 entity-not-found', async () => {
+    const created = await h.client.result((await h.client.start('order', order())).workflowId);
+
+    const cancel = await start('order-cancel', { order: created.entityId }, { key: uniqueKey('cancel') });
+    const missing = await start('order-cancel', { order: '987654321987' }, { key: uniqueKey('cancel-missing') });
+
+    expect(cancel.status).toBe(201);
+    const body = (await cancel.json()) as { workflowId: string; intentKey: string };
+    expect(body.intentKey).toMatch(/^order-lock:/);
+    expect((await h.client.result(body.workflowId)).outcome).toBe('COMPLETED');
+    const doc = await expectProblem(missing, 422, '/problems/entity-not-found');
+    expect(doc.detail).toContain('987654321987');
+  });
+
   it('answers an unknown saga type with 404', async () => {
     const response = await start('invoice', order(), { key: uniqueKey('unknown') });
 
@@ -348,7 +362,9 @@ describe('documents and probes', () => {
 
     expect(response.status).toBe(200);
     expect(doc.openapi).toBe('3.1.0');
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/sagas/order', '/v1/sagas', '/v1/sagas/{id}', '/v1/sagas/{id}/cancel', '/livez', '/readyz']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/sagas/order', '/v1/sagas/order-cancel', '/v1/sagas/order-amend', '/v1/sagas', '/v1/sagas/{id}', '/v1/sagas/{id}/cancel', '/livez', '/readyz']),
+    );
     expect(doc.paths['/v1/sagas/order']!.post!.requestBody!.content['application/json']!.schema.$ref).toBe('#/components/schemas/OrderData');
     expect(doc.components.schemas.OrderData!.required).toEqual(['customer', 'items', 'payment']);
     expect(doc.components.schemas.OrderData!.properties).toHaveProperty('payment');

@@ -4,7 +4,10 @@
  */
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { FencedTable, InvalidArgumentError, ordersTable, type Queryable } from '../../src/db';
+import { FencedTable, InvalidArgumentError, type Queryable } from '../../src/db';
+
+/** The generic layer over the example domain's table: `orders` and three of its data columns. */
+const fencedOrders = new FencedTable({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] });
 import { buildStatements, normaliseToken } from '../../src/db/fenced-table';
 
 interface Sent {
@@ -81,7 +84,7 @@ describe('FencedTable input checks', () => {
     const { q, sent } = fakeQueryable([{ id: '1', outcome: 'WRITTEN' }]);
     const hostile = "x'); DROP TABLE orders; --";
 
-    await ordersTable.writeFenced(q, { ...validInput(), intentKey: hostile, sessionId: hostile, data: { customer: hostile, items: [hostile], amount_cents: '1' } });
+    await fencedOrders.writeFenced(q, { ...validInput(), intentKey: hostile, sessionId: hostile, data: { customer: hostile, items: [hostile], amount_cents: '1' } });
 
     expect(sent).toHaveLength(1);
     expect(sent[0]!.text).toBe(buildStatements({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] }).writeFenced);
@@ -103,15 +106,15 @@ describe('FencedTable input checks', () => {
   ])('refuses a fencing token with %s before sending anything', async (_what, fencingToken) => {
     const { q, sent } = fakeQueryable();
 
-    await expect(ordersTable.writeFenced(q, { ...validInput(), fencingToken: fencingToken as string })).rejects.toThrow(InvalidArgumentError);
-    await expect(ordersTable.markCompensated(q, { intentKey: 'k', fencingToken: fencingToken as string })).rejects.toThrow(InvalidArgumentError);
+    await expect(fencedOrders.writeFenced(q, { ...validInput(), fencingToken: fencingToken as string })).rejects.toThrow(InvalidArgumentError);
+    await expect(fencedOrders.markCompensated(q, { intentKey: 'k', fencingToken: fencingToken as string })).rejects.toThrow(InvalidArgumentError);
     expect(sent).toHaveLength(0);
   });
 
   it('sends a bigint token as its exact decimal text', async () => {
     const { q, sent } = fakeQueryable([{ status: 'REGISTERED', owned: true }]);
 
-    await ordersTable.markRegistered(q, { intentKey: 'k', fencingToken: 9223372036854775807n });
+    await fencedOrders.markRegistered(q, { intentKey: 'k', fencingToken: 9223372036854775807n });
 
     expect(sent[0]!.values[1]).toBe('9223372036854775807');
     expect(normaliseToken('1700000000000001')).toBe('1700000000000001');
@@ -128,7 +131,7 @@ describe('FencedTable input checks', () => {
   ])('refuses data with %s before sending anything', async (_what, data) => {
     const { q, sent } = fakeQueryable();
 
-    await expect(ordersTable.writeFenced(q, { ...validInput(), data: data as Record<string, unknown> })).rejects.toThrow(InvalidArgumentError);
+    await expect(fencedOrders.writeFenced(q, { ...validInput(), data: data as Record<string, unknown> })).rejects.toThrow(InvalidArgumentError);
     expect(sent).toHaveLength(0);
   });
 
@@ -139,12 +142,12 @@ describe('FencedTable input checks', () => {
   ])('refuses %s before sending anything', async (_what, override) => {
     const { q, sent } = fakeQueryable();
 
-    await expect(ordersTable.writeFenced(q, { ...validInput(), ...override })).rejects.toThrow(InvalidArgumentError);
+    await expect(fencedOrders.writeFenced(q, { ...validInput(), ...override })).rejects.toThrow(InvalidArgumentError);
     expect(sent).toHaveLength(0);
   });
 
   it('maps the transition statement reply to the outcome union', async () => {
-    const outcome = (rows: unknown[]) => ordersTable.markCompleted(fakeQueryable(rows).q, { intentKey: 'k', fencingToken: '1' });
+    const outcome = (rows: unknown[]) => fencedOrders.markCompleted(fakeQueryable(rows).q, { intentKey: 'k', fencingToken: '1' });
 
     await expect(outcome([])).resolves.toEqual({ status: 'NOT_FOUND' });
     await expect(outcome([{ status: 'COMPLETED', owned: false }])).resolves.toEqual({ status: 'FENCED_OUT' });
