@@ -79,10 +79,10 @@ function cart(ctx: ScenarioContext, customer: string, overrides: Partial<Simulat
 
 const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
 
-/** One `SagaClient.start` of an order, timed from the call to its answer. */
-async function send(ctx: ScenarioContext, data: SimulatedOrderInput, idempotencyKey: string): Promise<Answered> {
+/** One `SagaClient.start` of an order (or of another saga type), timed from the call to its answer. */
+async function send(ctx: ScenarioContext, data: unknown, idempotencyKey: string, type = 'order'): Promise<Answered> {
   const before = performance.now();
-  const s = await ctx.client.start('order', data, { idempotencyKey });
+  const s = await ctx.client.start(type, data, { idempotencyKey });
   return { ...s, answerMs: performance.now() - before };
 }
 
@@ -180,7 +180,7 @@ const tokenOf = (s: StartedSaga) => (s.reservation.status === 'SUCCESS' ? s.rese
 /** Scene 1: four concurrent submissions of one cart, then a fifth after the first saga ended. */
 async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ada');
-  ctx.say(`1/6  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
+  ctx.say(`1/7  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
   const answered = await Promise.all([1, 2, 3, 4].map((n) => send(ctx, data, key(ctx, `dup-${n}`))));
   answered.forEach((s, i) => ctx.say(`     dup-${i + 1}: ${describe(s)}`));
   const winners = answered.filter((s) => s.started);
@@ -206,7 +206,7 @@ async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
 async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'grace');
   const idempotencyKey = key(ctx, 'retry');
-  ctx.say(`2/6  A client sends one request three times with idempotency key ${idempotencyKey}`);
+  ctx.say(`2/7  A client sends one request three times with idempotency key ${idempotencyKey}`);
   const first = await send(ctx, data, idempotencyKey);
   ctx.say(`     call 1: ${describe(first)}`);
   const second = await send(ctx, data, idempotencyKey);
@@ -237,7 +237,7 @@ async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
 /** Scene 3: the card is declined: the saga compensates (no charge to refund; the row is undone). */
 async function declined(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'dan', { payment: { card: DECLINED_CARD } });
-  ctx.say(`3/6  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
+  ctx.say(`3/7  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
   const s = await send(ctx, data, key(ctx, 'declined'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -249,7 +249,7 @@ async function declined(ctx: ScenarioContext): Promise<DemoRow> {
 /** Scene 4: more rare coins than exist: the payment is refunded, the stock released, the row undone. */
 async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'eve', { items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
-  ctx.say('4/6  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
+  ctx.say('4/7  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
   const s = await send(ctx, data, key(ctx, 'short-stock'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -271,7 +271,7 @@ async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'frank', { simulate: { writeDelayMs } });
   const request = `long write (${writeDelayMs / 1000} s, lease ${ctx.leaseMs / 1000} s)`;
   const expected = 'COMPLETED, holding the lease past its initial expiry';
-  ctx.say(`5/6  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
+  ctx.say(`5/7  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
   const s = await send(ctx, data, key(ctx, 'long-write'));
   ctx.say(`     ${describe(s)}`);
   if (s.reservation.status !== 'SUCCESS' || !s.started) return { ...(await rejectedRow(ctx, 'long-write', request, s, [])), expected, ok: false };
@@ -307,7 +307,7 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'hedy');
   const idempotencyKey = key(ctx, 'plain-client');
   const workflowId = sagaWorkflowId('order', idempotencyKey);
-  ctx.say('6/6  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
+  ctx.say('6/7  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
   ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data).slice(0, 8).join(' ')} --input '{"type":"order",…}'`);
   await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data));
   ctx.say(`     temporal ${temporalAnswerArgs(workflowId).join(' ')}`);
@@ -331,6 +331,62 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
     expected: 'SUCCESS from the reservation update; COMPLETED',
     ok: token !== undefined && final.fencingToken === token && final.outcome === 'COMPLETED',
   };
+}
+
+/**
+ * Scene 7: an amendment and a cancellation of one order, sent at once. Each takes the order's lock
+ * at the gate: one gets it (SUCCESS), the other CONFLICT, and tries again (a new request) until the
+ * lock is free. They run one after the other, never interleaved: amended then cancelled (both
+ * COMPLETED), or cancelled first (the amendment then finds the order cancelled and compensates).
+ */
+async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
+  const data = cart(ctx, 'ida');
+  ctx.say('7/7  An amendment and a cancellation of one order, sent at once: each needs the order\'s lock');
+  const created = await send(ctx, data, key(ctx, 'race-order'));
+  const order = await follow(ctx, created.workflowId);
+  const rows = [sagaRow('race-order', 'race: the order', created, order, 'COMPLETED', order.outcome === 'COMPLETED')];
+  if (order.entityId === undefined) return rows;
+  ctx.say(`     order ${order.entityId}: ${data.items.map((i) => `${i.sku} × ${i.quantity}`).join(', ')}, charged`);
+  const amendment = { order: order.entityId, items: [{ sku: 'widget', quantity: 5 }], payment: data.payment, simulate: { stepDelayMs: 1000 } };
+  const requests = [
+    { name: 'amend', type: 'order-amend', data: amendment, what: 'widget × 5, charged again' },
+    { name: 'cancel', type: 'order-cancel', data: { order: order.entityId }, what: 'cancel' },
+  ] as const;
+  // Each side sends until the gate gives it the lock; every CONFLICT is a request of its own.
+  const tries = await Promise.all(
+    requests.map(async (r) => {
+      const answers: Answered[] = [];
+      for (let n = 1; ; n++) {
+        const s = await send(ctx, r.data, key(ctx, `race-${r.name}-${n}`), r.type);
+        answers.push(s);
+        ctx.say(`     ${r.type} (${r.what}), try ${n}: ${describe(s)}`);
+        const answer = s.reservation;
+        if (answer.status !== 'CONFLICT') return answers;
+        // Backing off (250 ms, doubling), at most the holder's remaining lease: the lock may be free sooner.
+        await new Promise((done) => setTimeout(done, Math.min(answer.retryAfterMs, 250 * 2 ** (n - 1))));
+      }
+    }),
+  );
+  const [amend, cancel] = tries.map((answers) => answers[answers.length - 1]!);
+  const [amendFinal, cancelFinal] = await Promise.all([follow(ctx, amend!.workflowId), follow(ctx, cancel!.workflowId)]);
+  const amendFirst = BigInt(tokenOf(amend!) ?? 0) < BigInt(tokenOf(cancel!) ?? 0);
+  ctx.say(
+    amendFirst
+      ? `     the amendment held the lock first: ${amendFinal.outcome}; then the cancellation: ${cancelFinal.outcome} (the amended charge refunded)`
+      : `     the cancellation held the lock first: ${cancelFinal.outcome}; then the amendment: ${amendFinal.outcome} (${amendFinal.reason ?? ''}: the order was cancelled)`,
+  );
+  const amendOk = amendFirst ? amendFinal.outcome === 'COMPLETED' : amendFinal.outcome === 'COMPENSATED' && amendFinal.reason === 'STEP_REJECTED';
+  const firstTries = tries.map((answers) => answers[0]!.reservation.status);
+  const raced = firstTries.filter((status) => status === 'SUCCESS').length === 1;
+  for (const [i, answers] of tries.entries()) {
+    const r = requests[i]!;
+    for (const [n, s] of answers.slice(0, -1).entries()) rows.push(await rejectedRow(ctx, `race-${r.name}-${n + 1}`, `race: ${r.type}, try ${n + 1}`, s, ['CONFLICT']));
+  }
+  rows.push(
+    sagaRow(`race-amend`, `race: order-amend, try ${tries[0]!.length}`, amend!, amendFinal, 'one lock holder at a time: COMPLETED, or COMPENSATED after the cancellation', raced && amendOk),
+    sagaRow(`race-cancel`, `race: order-cancel, try ${tries[1]!.length}`, cancel!, cancelFinal, 'COMPLETED, before or after the amendment', raced && cancelFinal.outcome === 'COMPLETED'),
+  );
+  return rows;
 }
 
 /**
@@ -364,7 +420,7 @@ async function writeCommittedAt(ctx: ScenarioContext, workflowId: string): Promi
 /** Runs every scene in order and returns one row per request. */
 export async function runScenario(ctx: ScenarioContext): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
-  for (const scene of [duplicates, retry, declined, shortStock, longWrite, plainClient]) {
+  for (const scene of [duplicates, retry, declined, shortStock, longWrite, plainClient, race]) {
     rows.push(...[await scene(ctx)].flat());
     ctx.say('');
   }
