@@ -55,9 +55,10 @@ export interface StepRequest extends Owner {
   payload: unknown;
   /**
    * Set for the steps of an entity operation: its entity (each database step claims the entity's
-   * row with the lock's token first), the earlier steps' results, and the lock's lease.
+   * row with the lock's token first), the earlier steps' results, and the lock's lease and how
+   * often to extend it (the saga's timings; the worker's when absent).
    */
-  operation?: { entityId: string; results: Record<string, unknown>; leaseMs: number };
+  operation?: { entityId: string; results: Record<string, unknown>; leaseMs: number; heartbeatIntervalMs?: number };
 }
 
 /** What a step of an entity operation answers: also its recorded result, for the steps after it. */
@@ -292,7 +293,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     // An operation's step keeps the lock's lease: a database step must hold it, an external one extends it while it holds.
     const keeping = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> =>
       lease && kind === 'step'
-        ? withLease(rms, lease, timings.heartbeatIntervalMs, work, { mustHold: !isExternalStep(handler) })
+        ? withLease(rms, lease, operation.heartbeatIntervalMs ?? timings.heartbeatIntervalMs, work, { mustHold: !isExternalStep(handler) })
         : withHeartbeats(timings.heartbeatIntervalMs, work);
     return keeping(async (signal) => {
       if (kind === 'compensation') {

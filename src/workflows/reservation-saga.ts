@@ -309,7 +309,7 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     sagaKey: workflowId,
     payload: input.payload,
     name,
-    operation: { entityId, results: { ...results }, leaseMs: input.timings.leaseMs },
+    operation: { entityId, results: { ...results }, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs },
   });
   const compensations: { name: string; run: () => Promise<unknown> }[] = [];
   let ended: { outcome: SagaOutcome; reason?: string };

@@ -391,7 +391,7 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
 
     expect(lateFinal).toMatchObject({ outcome: 'REJECTED', stepsDone: [] });
     expect(['CONFLICT', 'DUPLICATE']).toContain(lateFinal.reason);
-    expect(takerFinal.outcome).toBe('COMPLETED');
+    expect(takerFinal.outcome, JSON.stringify(takerFinal.errors)).toBe('COMPLETED');
     const { rows } = await h.pool.query('SELECT last_fencing_token::text AS token FROM orders WHERE intent_key = $1', [late.intentKey]);
     expect(rows).toEqual([{ token: takerFinal.fencingToken }]);
   });
