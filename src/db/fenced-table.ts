@@ -225,7 +225,7 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
   ].join('\n');
 
   const findById = [
-    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at, last_operation_token::text${data.map((c) => `, ${c}`).join('')}`,
+    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}, last_operation_token::text`,
     `  FROM ${table} WHERE id = $1::bigint`,
   ].join('\n');
 
@@ -325,19 +325,7 @@ export class FencedTable {
   async find(q: Queryable, intentKey: string): Promise<FencedRow | undefined> {
     const key = checkText(intentKey, 'intentKey');
     const { rows } = await runArrayQuery(q, 'find', this.sql.find, [key]);
-    const row = rows[0];
-    if (!row) return undefined;
-    const [id, rowIntentKey, status, lastFencingToken, sessionId, createdAt, updatedAt, ...values] = row;
-    return {
-      id: id as string,
-      intentKey: rowIntentKey as string,
-      status: status as FencedStatus,
-      lastFencingToken: lastFencingToken as string,
-      sessionId: sessionId as string,
-      data: Object.fromEntries(this.dataColumns.map((column, i) => [column, values[i]])),
-      createdAt: createdAt as Date,
-      updatedAt: updatedAt as Date,
-    };
+    return rows[0] && this.rowOf(rows[0]);
   }
 
   /** The row of id `id` (a decimal string), or undefined: what an operation's gate looks at. */
@@ -346,9 +334,15 @@ export class FencedTable {
     const { rows } = await runArrayQuery(q, 'findById', this.sql.findById, [rowId]);
     const row = rows[0];
     if (!row) return undefined;
-    const [rid, intentKey, status, lastFencingToken, sessionId, createdAt, updatedAt, lastOperationToken, ...values] = row;
+    // The columns of `find`, then last_operation_token.
+    return { ...this.rowOf(row.slice(0, -1)), lastOperationToken: (row[row.length - 1] as string | null) ?? null };
+  }
+
+  /** A row as `find` selects it: the fencing columns, then the data columns. */
+  private rowOf(row: unknown[]): FencedRow {
+    const [id, intentKey, status, lastFencingToken, sessionId, createdAt, updatedAt, ...values] = row;
     return {
-      id: rid as string,
+      id: id as string,
       intentKey: intentKey as string,
       status: status as FencedStatus,
       lastFencingToken: lastFencingToken as string,
@@ -356,7 +350,6 @@ export class FencedTable {
       data: Object.fromEntries(this.dataColumns.map((column, i) => [column, values[i]])),
       createdAt: createdAt as Date,
       updatedAt: updatedAt as Date,
-      lastOperationToken: (lastOperationToken as string | null) ?? null,
     };
   }
 
