@@ -4,8 +4,12 @@
  * and stops both however the work ends (in the spirit of redlock's `using`).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { SagaMetrics } from '../metrics';
 import type { Rms } from '../rms';
 import { ErrorType } from '../shared';
+
+/** Counts the extensions and the losses of the leases kept here. */
+export type LeaseMetrics = Pick<SagaMetrics, 'leaseExtended' | 'leaseLost'>;
 
 /** The lease kept: its holder, and how long each extension makes it last. */
 export interface KeptLease {
@@ -28,10 +32,20 @@ function leaseLost(message: string): ApplicationFailure {
  * failure of `work` after the signal aborted is reported as the abort's reason (LEASE_LOST or the
  * cancellation).
  */
-export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withLease<T>(
+  rms: Rms,
+  lease: KeptLease,
+  intervalMs: number,
+  work: (signal: AbortSignal) => Promise<T>,
+  metrics?: LeaseMetrics,
+): Promise<T> {
   const ctx = Context.current();
   const first = await rms.extend(lease);
-  if (first.status === 'LOST') throw leaseLost('the reservation lease was lost before the work began');
+  if (first.status === 'LOST') {
+    metrics?.leaseLost(lease.intent);
+    throw leaseLost('the reservation lease was lost before the work began');
+  }
+  metrics?.leaseExtended(lease.intent);
   let expiresAt = first.expiresAt;
   ctx.heartbeat({ expiresAt });
 
@@ -43,8 +57,14 @@ export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: numbe
     rms.extend(lease).then(
       (r) => {
         if (stopped) return;
-        if (r.status === 'LOST') abort.abort(leaseLost('the reservation lease was lost during the work'));
-        else expiresAt = r.expiresAt;
+        if (r.status === 'LOST') {
+          // Counted once: the work stops at the first loss.
+          if (!abort.signal.aborted) metrics?.leaseLost(lease.intent);
+          abort.abort(leaseLost('the reservation lease was lost during the work'));
+        } else {
+          expiresAt = r.expiresAt;
+          metrics?.leaseExtended(lease.intent);
+        }
         ctx.heartbeat({ expiresAt });
       },
       () => {
@@ -67,7 +87,11 @@ export async function withLease<T>(rms: Rms, lease: KeptLease, intervalMs: numbe
 }
 
 /** Asks Redis whether the lease is still ours (the last check before a commit); LEASE_LOST if not. */
-export async function confirmLease(rms: Rms, lease: KeptLease): Promise<void> {
+export async function confirmLease(rms: Rms, lease: KeptLease, metrics?: LeaseMetrics): Promise<void> {
   const last = await rms.extend(lease);
-  if (last.status === 'LOST') throw leaseLost('the reservation lease was lost before commit');
+  if (last.status === 'LOST') {
+    metrics?.leaseLost(lease.intent);
+    throw leaseLost('the reservation lease was lost before commit');
+  }
+  metrics?.leaseExtended(lease.intent);
 }
