@@ -4,7 +4,7 @@
  * CONFLICT 409), and the saga can then be read, listed and cancelled. Every error is an RFC 9457
  * problem document; nothing logged or answered quotes a token or the request's data.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { SagaClient, StartedSaga } from '../client';
 import type { SagaTypes } from '../sagas';
 import { BearerTokens, type ApiClient } from './auth';
@@ -113,7 +113,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
             formatters: { level: (label: string) => ({ level: label.toUpperCase() }) },
             ...(options.logStream ? { stream: options.logStream } : {}),
           },
-    disableRequestLogging: options.logLevel !== undefined && !options.logger,
+    logController: new LogController({ disableRequestLogging: options.logLevel !== undefined && !options.logger }),
     // Workflow ids are up to the type, a dash and 128 characters.
     routerOptions: { maxParamLength: 256 },
     // Errors before Fastify has a request (a head over the limit, a malformed request) as problems too.
