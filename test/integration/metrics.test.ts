@@ -6,10 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config';
+import { ordersTable } from '../../src/db';
 import { runSagaServer, type RunningSagaServer } from '../../src/http/run';
 import { intentKeys } from '../../src/rms';
 import { DECLINED_CARD } from '../../src/sagas';
-import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { freePort } from '../helpers/redis-servers';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
@@ -100,9 +100,10 @@ describe('metrics and logs after a scenario of real sagas', () => {
   let completed: { workflowId: string; intentKey: string };
   let declined: { workflowId: string; intentKey: string };
   let leaseLost: { workflowId: string; intentKey: string };
+  let fencedOut: { workflowId: string; intentKey: string };
 
   beforeAll(async () => {
-    const result = (workflowId: string) => h.client.result(workflowId) as Promise<SagaState>;
+    const result = (workflowId: string) => h.client.result(workflowId);
 
     // One order completes; three other requests for the same intent are DUPLICATE at the gate.
     const first = order();
@@ -136,21 +137,34 @@ describe('metrics and logs after a scenario of real sagas', () => {
     await h.redis.set(processing, 'intruder:1', 'PX', 60_000);
     expect(await result(leaseLost.workflowId)).toMatchObject({ outcome: 'COMPENSATED', reason: 'LEASE_LOST' });
     await h.redis.del(processing);
+
+    // A row of a newer token appears between the gate's answer and the saga's write (its worker
+    // stopped meanwhile): the write is fenced out.
+    worker.child.kill('SIGSTOP');
+    const late = order();
+    customers.push(late.customer);
+    const d = await post(late);
+    fencedOut = { workflowId: d.body.workflowId!, intentKey: d.body.intentKey! };
+    const token = BigInt((d.body as { reservation?: { fencingToken?: string } }).reservation!.fencingToken!);
+    const newer = { intentKey: fencedOut.intentKey, sessionId: 'a-newer-holder', fencingToken: String(token + 1000n) };
+    expect(await ordersTable.writeFenced(h.pool, { ...newer, data: { customer: 'a newer holder', items: late.items, amount_cents: 1 } })).toMatchObject({ status: 'WRITTEN' });
+    worker.child.kill('SIGCONT');
+    expect(await result(fencedOut.workflowId)).toMatchObject({ outcome: 'COMPENSATED', reason: 'FENCED_OUT' });
   });
 
   it("saga serve's endpoint counts the gate's answers, its leases and its read-repair exactly", async () => {
     const text = await scrape(serve.metricsUrl!);
 
     expect(samples(text, 'saga_gate_answers_total')).toEqual({
-      'answer="SUCCESS",saga_type="order"': 3,
+      'answer="SUCCESS",saga_type="order"': 4,
       'answer="DUPLICATE",saga_type="order"': 4,
     });
     expect(samples(text, 'saga_gate_answer_duration_seconds_count')).toEqual({
-      'answer="SUCCESS",saga_type="order"': 3,
+      'answer="SUCCESS",saga_type="order"': 4,
       'answer="DUPLICATE",saga_type="order"': 4,
     });
-    // Three sagas' leases, and the one the read-repair took and gave back.
-    expect(samples(text, 'saga_leases_taken_total')).toEqual({ 'saga_type="order"': 4 });
+    // Four sagas' leases, and the one the read-repair took and gave back.
+    expect(samples(text, 'saga_leases_taken_total')).toEqual({ 'saga_type="order"': 5 });
     expect(samples(text, 'saga_read_repairs_total')).toEqual({ 'outcome="marked",saga_type="order"': 1 });
     expect(samples(text, 'saga_leases_lost_total')).toEqual({});
   });
@@ -160,13 +174,13 @@ describe('metrics and logs after a scenario of real sagas', () => {
     // after the client saw the result.
     const text = await eventually(
       () => scrape(workerMetricsUrl),
-      (t) => Object.values(samples(t, 'saga_sagas_ended_total')).reduce((a, b) => a + b, 0) >= 3,
-      'the three sagas to be counted as ended',
+      (t) => Object.values(samples(t, 'saga_sagas_ended_total')).reduce((a, b) => a + b, 0) >= 4,
+      'the four sagas to be counted as ended',
     );
 
     expect(samples(text, 'saga_sagas_ended_total')).toEqual({
       'outcome="COMPLETED",saga_type="order"': 1,
-      'outcome="COMPENSATED",saga_type="order"': 2,
+      'outcome="COMPENSATED",saga_type="order"': 3,
     });
     expect(samples(text, 'saga_step_attempts_total')).toEqual({
       'outcome="succeeded",saga_type="order",step="chargePayment"': 1,
@@ -175,13 +189,13 @@ describe('metrics and logs after a scenario of real sagas', () => {
     });
     expect(samples(text, 'saga_compensation_attempts_total')).toEqual({
       'compensation="refundPayment",outcome="succeeded",saga_type="order"': 1,
-      'compensation="undoEntity",outcome="succeeded",saga_type="order"': 2,
+      'compensation="undoEntity",outcome="succeeded",saga_type="order"': 3,
     });
     expect(samples(text, 'saga_leases_lost_total')).toEqual({ 'saga_type="order"': 1 });
     // The workers confirm the gate's leases (same session, same token): none is a new one.
     expect(samples(text, 'saga_leases_taken_total')).toEqual({});
     expect(samples(text, 'saga_read_repairs_total')).toEqual({});
-    expect(samples(text, 'saga_fenced_out_writes_total')).toEqual({});
+    expect(samples(text, 'saga_fenced_out_writes_total')).toEqual({ 'activity="writeEntity",saga_type="order"': 1 });
     // Each write beat at least once before it committed (or lost its lease).
     expect(samples(text, 'saga_leases_extended_total')['saga_type="order"']).toBeGreaterThanOrEqual(3);
   });
@@ -193,16 +207,16 @@ describe('metrics and logs after a scenario of real sagas', () => {
         .filter(([labels]) => labels.includes(tq) && labels.includes('workflow_type="reservationSaga"'))
         .reduce((sum, [, v]) => sum + v, 0);
 
-    const text = await eventually(() => scrape(sdkMetricsUrl), (t) => completedSagas(t) >= 3, 'the SDK to count three completed workflows');
+    const text = await eventually(() => scrape(sdkMetricsUrl), (t) => completedSagas(t) >= 4, 'the SDK to count four completed workflows');
 
-    expect(completedSagas(text)).toBe(3);
+    expect(completedSagas(text)).toBe(4);
   });
 
   it('no endpoint carries a label that could hold an intent key, a workflow id or request data', async () => {
     for (const url of [workerMetricsUrl, serve.metricsUrl!]) {
       const text = await scrape(url);
       for (const name of labelNames(text)) expect(['saga_type', 'answer', 'outcome', 'step', 'compensation', 'activity', 'le'], `${url}: ${name}`).toContain(name);
-      for (const saga of [completed, declined, leaseLost]) {
+      for (const saga of [completed, declined, leaseLost, fencedOut]) {
         expect(text).not.toContain(saga.workflowId);
         expect(text).not.toContain(saga.intentKey.split(':')[1]);
       }
@@ -232,7 +246,7 @@ describe('metrics and logs after a scenario of real sagas', () => {
     const lines = jsonLines(serveLines.join(''));
     const gate = lines.filter((l) => l.sagaEvent === 'gate');
 
-    expect(gate.map((l) => l.answer)).toEqual(['SUCCESS', 'DUPLICATE', 'DUPLICATE', 'DUPLICATE', 'DUPLICATE', 'SUCCESS', 'SUCCESS']);
+    expect(gate.map((l) => l.answer)).toEqual(['SUCCESS', 'DUPLICATE', 'DUPLICATE', 'DUPLICATE', 'DUPLICATE', 'SUCCESS', 'SUCCESS', 'SUCCESS']);
     expect(gate[0]).toMatchObject({ level: 'INFO', sagaType: 'order', workflowId: completed.workflowId, intentKey: completed.intentKey });
     expect(gate[5]).toMatchObject({ workflowId: declined.workflowId, intentKey: declined.intentKey });
     for (const l of gate) expect(l).toMatchObject({ sagaType: 'order', intentKey: expect.stringMatching(/^order:/), workflowId: expect.stringMatching(/^order-metrics\./) });
