@@ -11,6 +11,7 @@ import { runSagaServer, type RunningSagaServer } from '../../src/http/run';
 import { intentKeys } from '../../src/rms';
 import { DECLINED_CARD } from '../../src/sagas';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
+import { EXPRESSIONS, labelsUsed, seriesOf } from '../helpers/observability-docs';
 import { freePort } from '../helpers/redis-servers';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 
@@ -210,6 +211,21 @@ describe('metrics and logs after a scenario of real sagas', () => {
     const text = await eventually(() => scrape(sdkMetricsUrl), (t) => completedSagas(t) >= 4, 'the SDK to count four completed workflows');
 
     expect(completedSagas(text)).toBe(4);
+  });
+
+  it("the dashboard's and the alerts' temporal_ series are ones the SDK serves, with the labels they use", async () => {
+    const text = await scrape(sdkMetricsUrl);
+    const served = new Set(text.split('\n').filter((l) => !l.startsWith('#')).map((l) => /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(l)?.[0]));
+    const sdkExpressions = EXPRESSIONS.filter((e) => seriesOf(e, 'temporal_').length > 0);
+    expect(sdkExpressions.length).toBeGreaterThan(0);
+
+    for (const expr of sdkExpressions) {
+      for (const name of seriesOf(expr, 'temporal_')) {
+        expect(served, `${name} in ${expr}`).toContain(name);
+        const labels = new Set(Object.keys(samples(text, name)).flatMap((k) => k.split(',').map((l) => l.split('=')[0])));
+        for (const label of labelsUsed(expr)) expect([...labels], `${label} of ${name} in ${expr}`).toContain(label);
+      }
+    }
   });
 
   it('no endpoint carries a label that could hold an intent key, a workflow id or request data', async () => {
