@@ -7,7 +7,17 @@
 import { ApplicationFailure, TemporalFailure, proxySinks, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
 import { RESERVATION_SAGA_WORKFLOW, type SagaEventSinks, type SagaState } from '../shared';
 
-const { sagaEvents } = proxySinks<SagaEventSinks>();
+const { sagaEvents: sinks } = proxySinks<SagaEventSinks>();
+
+/**
+ * Tells the worker, unless this is a replay: a replayed end was told when it ran, and a replayer
+ * (Worker.runReplayHistory) registers no sinks and would report each call as unregistered.
+ */
+const sagaEvents: SagaEventSinks['sagaEvents'] = {
+  ended: (event) => {
+    if (!workflowInfo().unsafe.isReplaying) sinks.ended(event);
+  },
+};
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
