@@ -151,6 +151,10 @@ describe('metrics and logs after a scenario of real sagas', () => {
     expect(await ordersTable.writeFenced(h.pool, { ...newer, data: { customer: 'a newer holder', items: late.items, amount_cents: 1 } })).toMatchObject({ status: 'WRITTEN' });
     worker.child.kill('SIGCONT');
     expect(await result(fencedOut.workflowId)).toMatchObject({ outcome: 'COMPENSATED', reason: 'FENCED_OUT' });
+
+    // A query on an ended saga makes its worker replay the whole history, its end included: that
+    // replay must not count or log the end again.
+    for (const saga of [completed, declined, leaseLost, fencedOut]) expect((await h.client.status(saga.workflowId)).state.outcome).toBeDefined();
   });
 
   it("saga serve's endpoint counts the gate's answers, its leases and its read-repair exactly", async () => {
