@@ -37,8 +37,12 @@ export async function withLease<T>(
   lease: KeptLease,
   intervalMs: number,
   work: (signal: AbortSignal) => Promise<T>,
-  metrics?: LeaseMetrics,
+  options: {
+    /** Counts each extension and the first loss. @default none */
+    metrics?: LeaseMetrics;
+  } = {},
 ): Promise<T> {
+  const { metrics } = options;
   const ctx = Context.current();
   const first = await rms.extend(lease);
   if (first.status === 'LOST') {
@@ -87,7 +91,7 @@ export async function withLease<T>(
 }
 
 /** Asks Redis whether the lease is still ours (the last check before a commit); LEASE_LOST if not. */
-export async function confirmLease(rms: Rms, lease: KeptLease, metrics?: LeaseMetrics): Promise<void> {
+export async function confirmLease(rms: Rms, lease: KeptLease, { metrics }: { metrics?: LeaseMetrics } = {}): Promise<void> {
   const last = await rms.extend(lease);
   if (last.status === 'LOST') {
     metrics?.leaseLost(lease.intent);

@@ -156,7 +156,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
           await def.writeWork?.(tx, input, signal);
           // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
           signal.throwIfAborted();
-          await confirmLease(rms, lease, metrics);
+          await confirmLease(rms, lease, { metrics });
           await tx.query('COMMIT');
           open = false;
           return { status: 'WRITTEN', entityId: written.id };
@@ -164,7 +164,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
           if (open) await tx.query('ROLLBACK').catch(() => undefined);
           tx.release();
         }
-      }, metrics);
+      }, { metrics });
     },
 
     /**
