@@ -12,6 +12,8 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 const { code } = await bundleWorkflowCode({
   workflowsPath: path.join(root, 'src/workflows/index.ts'),
   failureConverterPath: path.join(root, 'src/codec/failure-converter.ts'),
+  // The interceptor that reports each saga's end to the worker (WORKFLOW_INTERCEPTOR_MODULES in src/worker.ts).
+  workflowInterceptorModules: [path.join(root, 'src/workflows/interceptors.ts')],
 });
 writeFileSync(path.join(root, 'dist/workflow-bundle.js'), code);
 console.log(`bundle-workflows: wrote dist/workflow-bundle.js (${code.length} bytes)`);

@@ -14,6 +14,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Command } from 'commander';
 import { SagaClient } from '../src/client';
@@ -62,7 +63,21 @@ function say(line: string): void {
   process.stdout.write(line ? `${t}  ${line}\n` : '\n');
 }
 
-function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): string {
+/** A port free right now on 127.0.0.1 (for the Temporal SDK's metrics, which cannot take port 0 and say which it chose). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** The worker's metrics endpoints, as it said at start: its own (METRICS_ADDRESS) and the Temporal SDK's (TEMPORAL_METRICS_ADDRESS). */
+function metricsUrls(startOutput: string): { own?: string; sdk?: string } {
+  return { own: /^worker: metrics on (\S+)$/m.exec(startOutput)?.[1], sdk: /^worker: Temporal SDK metrics on (\S+)$/m.exec(startOutput)?.[1] };
+}
+
+function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string, metrics: { own?: string; sdk?: string }): string {
   const env: string[] = [];
   if (config.temporal.address !== '127.0.0.1:7233') env.push(`export TEMPORAL_ADDRESS=${config.temporal.address}`);
   if (config.temporal.uiUrl !== 'http://127.0.0.1:8233') env.push(`export TEMPORAL_UI_URL=${config.temporal.uiUrl}`);
@@ -108,7 +123,9 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string): s
     `  Temporal UI, sagas by outcome: ${query('SagaOutcome = "COMPENSATED"')}`,
     `  other searches there: SagaType = "order" AND SagaOutcome = "COMPLETED"   or   IntentKey = "${byId('retry-1')?.intentKey ?? ''}"`,
     '  requests rejected at the gate have no saga, so no search finds them: the table\'s gate counts do',
-    `  the worker's log: ${logPath.startsWith('..') ? path.join(dataDir, 'demo-worker.log') : logPath}`,
+    `  the worker's log (one JSON line per saga event): ${logPath.startsWith('..') ? path.join(dataDir, 'demo-worker.log') : logPath}`,
+    ...(metrics.own ? [`  curl -sS ${metrics.own} | grep ^saga_        the worker's saga metrics (docs/operations.md)`] : []),
+    ...(metrics.sdk ? [`  curl -sS ${metrics.sdk} | grep ^temporal_    the Temporal SDK's metrics of the worker`] : []),
     `  the payment provider's log (every charge and refund): ${path.relative(ROOT, path.join(dataDir, 'payment-provider.log')).startsWith('..') ? path.join(dataDir, 'payment-provider.log') : path.relative(ROOT, path.join(dataDir, 'payment-provider.log'))}`,
   ].join('\n');
 }
@@ -125,6 +142,7 @@ async function main(): Promise<number> {
 
   let stack: DevStack | undefined;
   let worker: WorkerProcess | undefined;
+  let metrics: { own?: string; sdk?: string } = {};
   let client: SagaClient | undefined;
   let redis: ReturnType<typeof createRedis> | undefined;
   let stopping: Promise<void> | undefined;
@@ -153,8 +171,12 @@ async function main(): Promise<number> {
 
   try {
     stack = await devUp(env);
-    worker = await startWorker(env, path.join(dataDir, 'demo-worker.log'));
+    // Its metrics on ports of its own, unless the environment names them.
+    const workerEnv = { METRICS_ADDRESS: '127.0.0.1:0', TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${await freePort()}`, ...env };
+    worker = await startWorker(workerEnv, path.join(dataDir, 'demo-worker.log'));
     say(`worker started (pid ${worker.pid}, task queue ${config.temporal.taskQueue}); its log: ${worker.logPath}`);
+    metrics = metricsUrls(worker.startOutput);
+    say(`its metrics: ${metrics.own ?? 'off'} (saga_*), the Temporal SDK's: ${metrics.sdk ?? 'off'} (temporal_*)`);
     client = await SagaClient.connect(config);
     redis = createRedis(config.redis);
     const runId = `${Date.now().toString(36).slice(-4)}${randomBytes(2).toString('hex')}`;
@@ -194,7 +216,7 @@ async function main(): Promise<number> {
     const code = good === rows.length && gate.ok ? 0 : 1;
     if (options.once) return code;
     verdict = code;
-    process.stdout.write(`\n${nextSteps(config, rows, dataDir)}\n`);
+    process.stdout.write(`\n${nextSteps(config, rows, dataDir, metrics)}\n`);
     // Until a signal: the handlers above stop everything and exit.
     setInterval(() => undefined, 1 << 30);
     return await new Promise<never>(() => undefined);

@@ -10,6 +10,7 @@ import type { Pool } from 'pg';
 import { requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { lockEntity, reserveIntent, type GateAnswer } from './gate';
+import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
@@ -59,6 +60,8 @@ export interface SagaClientOptions {
   intentSecret: Uint8Array;
   /** How long a marker the gate's read-repair writes lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /** Counts the gate's answers, their latency, the leases it takes and its read-repairs. @default none */
+  metrics?: SagaMetrics;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -120,6 +123,8 @@ export interface SagaClientConnectOptions {
    * reach surfaces at the first call that needs it). @default 'now'
    */
   temporal?: 'now' | 'on first use';
+  /** The process's metrics (see {@link SagaClientOptions.metrics}). @default none */
+  metrics?: SagaMetrics;
 }
 
 /** The Temporal client library, loaded with the first connection (so free by the time one of its errors is checked). */
@@ -180,6 +185,7 @@ export class SagaClient {
         types: sagaTypesFor(config),
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
+        metrics: options.metrics,
       },
       async () => {
         await Promise.allSettled([connection?.then((c) => c.close()), redis.quit().catch(() => redis.disconnect()), pool.end()]);
@@ -249,6 +255,7 @@ export class SagaClient {
    * taken for a saga that may not exist ends with its lease.
    */
   async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
+    const began = performance.now();
     const input = this.prepare(type, data, options.idempotencyKey);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
     // Concurrent identical requests from this client share one answer.
@@ -260,6 +267,7 @@ export class SagaClient {
     }
     const answer = await flight;
     this.#counts[answer.reservation.status]++;
+    this.#options.metrics?.gateAnswered(type, answer.reservation.status, (performance.now() - began) / 1000);
     return { ...answer, workflowId, intentKey: input.intentKey, idempotencyKey: input.idempotencyKey };
   }
 
@@ -269,7 +277,7 @@ export class SagaClient {
     const { rms, pool } = this.#options;
     const sessionId = sagaSessionId(this.#namespace, workflowId);
     const { table, scope } = sagaDefinition(input.type, this.#options.types);
-    const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs };
+    const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs, metrics: this.#options.metrics };
     const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
     let gate: GateAnswer;
     if (input.operation) {

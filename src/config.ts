@@ -170,6 +170,22 @@ const envSchema = z.object({
     .string()
     .default('127.0.0.1:8235')
     .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /**
+   * Where this process serves its own Prometheus metrics on `GET /metrics` (host:port; port 0 picks a
+   * free one): the worker and `saga serve` each on their own. Off when unset.
+   */
+  METRICS_ADDRESS: optionalText.refine((v) => v === undefined || /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /**
+   * Where the worker's Temporal SDK runtime serves its own metrics (polls, task latencies, slots) on
+   * `GET /metrics` (host:port). Off when unset.
+   */
+  TEMPORAL_METRICS_ADDRESS: optionalText.refine((v) => v === undefined || /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
+  /** Lowest level the worker and `saga serve` log (JSON lines on standard output). @default INFO */
+  LOG_LEVEL: z
+    .string()
+    .default('INFO')
+    .transform((v) => v.toUpperCase())
+    .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'], { message: 'must be one of TRACE, DEBUG, INFO, WARN, ERROR' })),
 });
 
 /** Variables whose values are secrets: a message about them never shows the value. */
@@ -210,6 +226,11 @@ export interface Config {
   serve: { host: string; port: number; clients: { id: string; token: string }[]; bodyLimitBytes: number; maxHeaderBytes: number; requestTimeoutMs: number };
   /** The payment provider: the URL the `order` saga calls, and where the example provider listens. */
   paymentProvider: { url: string; timeoutMs: number; host: string; port: number };
+  /**
+   * Metrics and logs: where this process serves its metrics (METRICS_ADDRESS; none when unset), where
+   * the worker's Temporal runtime serves its own (TEMPORAL_METRICS_ADDRESS), and the log level.
+   */
+  observability: { metrics?: { host: string; port: number }; temporalMetricsAddress?: string; logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' };
 }
 
 /** The names of every environment variable read by {@link loadConfig}. */
@@ -243,6 +264,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const [serveHost, servePort] = e.SAGA_SERVE_ADDRESS.split(':') as [string, string];
   const serveClients = e.SAGA_SERVE_TOKENS === undefined ? [] : parseServeTokens(e.SAGA_SERVE_TOKENS);
   const [providerHost, providerPort] = e.PAYMENT_PROVIDER_ADDRESS.split(':') as [string, string];
+  const [metricsHost, metricsPort] = (e.METRICS_ADDRESS?.split(':') ?? []) as [string?, string?];
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
   if (!(e.HEARTBEAT_INTERVAL_MS < e.HEARTBEAT_TIMEOUT_MS)) {
@@ -312,6 +334,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       requestTimeoutMs: e.SAGA_SERVE_REQUEST_TIMEOUT_MS,
     },
     paymentProvider: { url: e.PAYMENT_PROVIDER_URL.replace(/\/+$/, ''), timeoutMs: e.PAYMENT_PROVIDER_TIMEOUT_MS, host: providerHost, port: Number(providerPort) },
+    observability: {
+      ...(metricsHost !== undefined ? { metrics: { host: metricsHost, port: Number(metricsPort) } } : {}),
+      ...(e.TEMPORAL_METRICS_ADDRESS !== undefined ? { temporalMetricsAddress: e.TEMPORAL_METRICS_ADDRESS } : {}),
+      logLevel: e.LOG_LEVEL,
+    },
   };
 }
 
@@ -396,7 +423,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider, serve } = config;
+  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider, serve, observability } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -436,6 +463,9 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     PAYMENT_PROVIDER_URL: paymentProvider.url,
     PAYMENT_PROVIDER_TIMEOUT_MS: String(paymentProvider.timeoutMs),
     PAYMENT_PROVIDER_ADDRESS: `${paymentProvider.host}:${paymentProvider.port}`,
+    METRICS_ADDRESS: observability.metrics ? `${observability.metrics.host}:${observability.metrics.port}` : '',
+    TEMPORAL_METRICS_ADDRESS: observability.temporalMetricsAddress ?? '',
+    LOG_LEVEL: observability.logLevel,
   };
 }
 

@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import type { FencedTable } from './db';
+import type { SagaMetrics } from './metrics';
 import { isSessionId, sessionTag, type EntityOwner, type Rms } from './rms';
 
 /** What the gate answers. */
@@ -37,6 +38,8 @@ export interface GateDeps {
   rms: Rms;
   pool: Pool;
   existsTtlMs?: number;
+  /** Counts the leases taken and lost here, and the read-repairs. @default none */
+  metrics?: Pick<SagaMetrics, 'leaseTaken' | 'leaseLost' | 'readRepaired'>;
 }
 
 /**
@@ -51,6 +54,7 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
   const { rms } = deps;
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
   if (reserved.status !== 'SUCCESS') return reserved;
+  if (!reserved.alreadyHeld) deps.metrics?.leaseTaken(req.intentKey);
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   let row;
   try {
@@ -76,7 +80,10 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
     // above the row's, or the saga's fenced write would lose to a row it should take over.
     const raised = await rms.raise({ ...lease, floor: row.lastFencingToken });
     // LOST: the lease ended in the meantime (a lease shorter than this call); answer as reserve would.
-    if (raised.status === 'LOST') return { status: 'CONFLICT', retryAfterMs: 0 };
+    if (raised.status === 'LOST') {
+      deps.metrics?.leaseLost(req.intentKey);
+      return { status: 'CONFLICT', retryAfterMs: 0 };
+    }
     return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
@@ -118,6 +125,7 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   if (reserved.status === 'CONFLICT') return reserved;
   // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).
   if (reserved.status === 'DUPLICATE') return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  if (!reserved.alreadyHeld) deps.metrics?.leaseTaken(req.intentKey);
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   const giveBack = async () => {
     if (!reserved.alreadyHeld) await rms.release(lease).catch(() => undefined);
@@ -139,7 +147,10 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   }
   if (row.lastOperationToken !== null && !reserved.alreadyHeld && BigInt(row.lastOperationToken) >= BigInt(reserved.fencingToken)) {
     const raised = await rms.raise({ ...lease, floor: row.lastOperationToken });
-    if (raised.status === 'LOST') return { status: 'CONFLICT', retryAfterMs: 0 };
+    if (raised.status === 'LOST') {
+      deps.metrics?.leaseLost(req.intentKey);
+      return { status: 'CONFLICT', retryAfterMs: 0 };
+    }
     return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
@@ -158,6 +169,12 @@ export async function markEntityExists(
   intentKey: string,
   owner: EntityOwner,
 ): Promise<'MARKED' | 'FREED'> {
+  const repaired = await markAndCheck(deps, table, intentKey, owner);
+  deps.metrics?.readRepaired(intentKey, repaired === 'MARKED' ? 'marked' : 'freed');
+  return repaired;
+}
+
+async function markAndCheck(deps: GateDeps, table: FencedTable, intentKey: string, owner: EntityOwner): Promise<'MARKED' | 'FREED'> {
   const marked = await deps.rms.markExists({ intent: intentKey, ...owner, existsTtlMs: deps.existsTtlMs });
   if (marked.status === 'FREED') return 'FREED';
   const row = await table.find(deps.pool, intentKey);

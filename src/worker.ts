@@ -5,12 +5,15 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
-import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
+import { sagaActivityInterceptor, sagaEventSinks } from './activities/observe';
 import { ConfigError, loadConfigOrExit, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
+import { jsonLogger } from './logging/json-logger';
+import { SagaMetrics, serveMetrics } from './metrics';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
@@ -20,6 +23,12 @@ import { connectClient, connectWorker, dataConverterOf } from './temporal';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
+
+/**
+ * The workflow interceptor that reports each saga's end to its worker (counted and logged): every
+ * workflow bundle must include it (`workflowInterceptorModules`), as scripts/bundle-workflows.mjs does.
+ */
+export const WORKFLOW_INTERCEPTOR_MODULES = [path.join(__dirname, 'workflows', `interceptors${path.extname(__filename)}`)];
 
 /** Attempts of a compensation, for sagas started without timings. */
 export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
@@ -33,6 +42,8 @@ export interface StartWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** The saga types to run. @default the config's (`sagaTypesFor(config)`: the project's, with simulations when SAGA_SIMULATIONS is on) */
   sagaTypes?: SagaTypes;
+  /** Counts the worker's leases, read-repairs, steps, compensations and ended sagas. @default none */
+  metrics?: SagaMetrics;
   /** Extra Worker options (e.g. identity, concurrency). */
   workerOptions?: Partial<WorkerOptions>;
 }
@@ -60,6 +71,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
     : __filename.endsWith('.js') && existsSync(WORKFLOW_BUNDLE_PATH)
       ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('./workflows') };
+  const types = options.sagaTypes ?? sagaTypesFor(config);
   const close = async () => {
     await redis.quit().catch(() => redis.disconnect());
     await pool.end();
@@ -77,14 +89,22 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         pool,
         keyPrefix: config.redis.keyPrefix,
         timings: { ...config.saga, compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS },
-        types: options.sagaTypes ?? sagaTypesFor(config),
+        types,
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
+        metrics: options.metrics,
       }),
       shutdownGraceTime: '10 seconds',
       dataConverter,
       ...workflowSource,
       ...options.workerOptions,
+      // A bundle carries its interceptor modules; sources are bundled here with them.
+      interceptors: {
+        ...options.workerOptions?.interceptors,
+        activity: [sagaActivityInterceptor(options.metrics), ...(options.workerOptions?.interceptors?.activity ?? [])],
+        ...('workflowsPath' in workflowSource ? { workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(options.workerOptions?.interceptors?.workflowModules ?? [])] } : {}),
+      },
+      sinks: { ...sagaEventSinks(types, options.metrics), ...options.workerOptions?.sinks },
     });
   } catch (err) {
     await close();
@@ -95,8 +115,20 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
+  const { metrics: metricsAddress, temporalMetricsAddress, logLevel } = config.observability;
+  // Before any connection: the SDK's log as JSON lines, and its own metrics when asked for.
+  Runtime.install({
+    logger: jsonLogger(logLevel),
+    ...(temporalMetricsAddress
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: temporalMetricsAddress, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } } } }
+      : {}),
+  });
+  const metrics = metricsAddress ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
-  const { worker, close } = await createWorker({ config });
+  const { worker, close } = await createWorker({ config, metrics });
+  const endpoint = metrics && metricsAddress ? await serveMetrics(metrics.registry, metricsAddress) : undefined;
+  if (endpoint) process.stderr.write(`worker: metrics on ${endpoint.url}\n`);
+  if (temporalMetricsAddress) process.stderr.write(`worker: Temporal SDK metrics on http://${temporalMetricsAddress}/metrics\n`);
   // The hourly purge of the step idempotency store, made once per task queue (visible in the UI's Schedules).
   const connection = await connectClient(config.temporal);
   try {
@@ -113,6 +145,7 @@ async function main(): Promise<void> {
     await worker.run();
   } finally {
     await close();
+    await endpoint?.close();
   }
   process.stderr.write('worker: stopped\n');
 }

@@ -117,6 +117,8 @@ export interface WorkerProcess {
   pid: number;
   /** Where its stdout and stderr go. */
   logPath: string;
+  /** The end of what it wrote on standard error until it polled (where it says its metrics are). */
+  startOutput: string;
   /** Stops it (SIGTERM: it finishes in-flight tasks, then exits); resolves with its exit code. */
   stop(): Promise<number | null>;
 }
@@ -163,6 +165,7 @@ export async function startWorker(env: NodeJS.ProcessEnv, logPath: string, timeo
   return {
     pid: child.pid!,
     logPath,
+    startOutput: recent,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');

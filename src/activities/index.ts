@@ -4,6 +4,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
+import type { SagaMetrics } from '../metrics';
 import type { Rms } from '../rms';
 import type { SagaTypes } from '../sagas';
 import type { SagaTimings, SmokeResult } from '../shared';
@@ -25,6 +26,8 @@ export interface ActivityDeps {
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /** The worker's metrics (leases, read-repairs). @default none */
+  metrics?: SagaMetrics;
 }
 
 /** Builds every activity the worker registers. */

@@ -4,8 +4,12 @@
  * and stops both however the work ends (in the spirit of redlock's `using`).
  */
 import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import type { SagaMetrics } from '../metrics';
 import type { Rms } from '../rms';
 import { ErrorType } from '../shared';
+
+/** Counts the extensions and the losses of the leases kept here. */
+export type LeaseMetrics = Pick<SagaMetrics, 'leaseExtended' | 'leaseLost'>;
 
 /** The lease kept: its holder, and how long each extension makes it last. */
 export interface KeptLease {
@@ -39,12 +43,20 @@ export async function withLease<T>(
      * extensions, not the work (an entity operation's external step). @default true
      */
     mustHold?: boolean;
+    /** Counts each extension and the first loss. @default none */
+    metrics?: LeaseMetrics;
   } = {},
 ): Promise<T> {
+  const { metrics } = options;
   const ctx = Context.current();
   const mustHold = options.mustHold ?? true;
   const first = await rms.extend(lease);
-  if (first.status === 'LOST' && mustHold) throw leaseLost('the reservation lease was lost before the work began');
+  if (first.status === 'LOST') {
+    metrics?.leaseLost(lease.intent);
+    if (mustHold) throw leaseLost('the reservation lease was lost before the work began');
+  } else {
+    metrics?.leaseExtended(lease.intent);
+  }
   let held = first.status === 'EXTENDED';
   let expiresAt = first.status === 'EXTENDED' ? first.expiresAt : 0;
   ctx.heartbeat({ expiresAt });
@@ -63,9 +75,14 @@ export async function withLease<T>(
       (r) => {
         if (stopped) return;
         if (r.status === 'LOST') {
+          // Counted once: the first loss ends the extensions (and, when the work must hold it, the work).
+          if (held) metrics?.leaseLost(lease.intent);
           held = false;
           if (mustHold) abort.abort(leaseLost('the reservation lease was lost during the work'));
-        } else expiresAt = r.expiresAt;
+        } else {
+          expiresAt = r.expiresAt;
+          metrics?.leaseExtended(lease.intent);
+        }
         ctx.heartbeat({ expiresAt });
       },
       () => {
@@ -88,7 +105,11 @@ export async function withLease<T>(
 }
 
 /** Asks Redis whether the lease is still ours (the last check before a commit); LEASE_LOST if not. */
-export async function confirmLease(rms: Rms, lease: KeptLease): Promise<void> {
+export async function confirmLease(rms: Rms, lease: KeptLease, { metrics }: { metrics?: LeaseMetrics } = {}): Promise<void> {
   const last = await rms.extend(lease);
-  if (last.status === 'LOST') throw leaseLost('the reservation lease was lost before commit');
+  if (last.status === 'LOST') {
+    metrics?.leaseLost(lease.intent);
+    throw leaseLost('the reservation lease was lost before commit');
+  }
+  metrics?.leaseExtended(lease.intent);
 }

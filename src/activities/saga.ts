@@ -8,6 +8,7 @@ import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { lockEntity, markEntityExists, reserveIntent } from '../gate';
 import { confirmLease, withLease } from './lease';
+import type { SagaMetrics } from '../metrics';
 import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
@@ -38,6 +39,8 @@ export interface SagaActivityDeps {
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /** Counts leases, read-repairs and the like (steps and sagas are counted by the worker's interceptors). @default none */
+  metrics?: SagaMetrics;
 }
 
 /** The holder of a reservation. */
@@ -82,8 +85,8 @@ function refuseInput(err: unknown): never {
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret, existsTtlMs }: SagaActivityDeps) {
-  const gate = { rms, pool, existsTtlMs };
+export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret, existsTtlMs, metrics }: SagaActivityDeps) {
+  const gate = { rms, pool, existsTtlMs, metrics };
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
     try {
@@ -184,7 +187,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
           await def.writeWork?.(tx, input, signal);
           // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
           signal.throwIfAborted();
-          await confirmLease(rms, lease);
+          await confirmLease(rms, lease, { metrics });
           await tx.query('COMMIT');
           open = false;
           return { status: 'WRITTEN', entityId: written.id };
@@ -192,7 +195,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
           if (open) await tx.query('ROLLBACK').catch(() => undefined);
           tx.release();
         }
-      });
+      }, { metrics });
     },
 
     /**
@@ -209,6 +212,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
         throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
       }
       if (finalized.status === 'LOST') {
+        metrics?.leaseLost(req.intentKey);
         await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionTag: sessionTag(req.sessionId) });
       }
     },
@@ -293,7 +297,7 @@ export function createSagaActivities({ rms, pool, timings, types = sagaTypes, in
     // An operation's step keeps the lock's lease: a database step must hold it, an external one extends it while it holds.
     const keeping = <T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> =>
       lease && kind === 'step'
-        ? withLease(rms, lease, operation.heartbeatIntervalMs ?? timings.heartbeatIntervalMs, work, { mustHold: !isExternalStep(handler) })
+        ? withLease(rms, lease, operation.heartbeatIntervalMs ?? timings.heartbeatIntervalMs, work, { mustHold: !isExternalStep(handler), metrics })
         : withHeartbeats(timings.heartbeatIntervalMs, work);
     return keeping(async (signal) => {
       if (kind === 'compensation') {

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, type Config } from '../config';
 import { createPool } from '../db/pool';
+import { SagaMetrics, serveMetrics, type MetricsEndpoint } from '../metrics';
 import { createRedis } from '../rms/connection';
 import { sagaTypesFor } from '../sagas';
 import { createSagaServer } from './server';
@@ -16,6 +17,8 @@ export interface RunningSagaServer {
   /** `http://host:port` it listens on (the port chosen, when the config says 0). */
   url: string;
   app: FastifyInstance;
+  /** `http://host:port/metrics` of its metrics endpoint (METRICS_ADDRESS), when it has one. */
+  metricsUrl?: string;
   /** Stops as a signal does; resolves once stopped (idempotent). */
   close: () => Promise<void>;
   /** Resolves once stopped, by a signal or {@link close}. */
@@ -30,6 +33,8 @@ export interface RunSagaServerOptions {
   log?: (line: string) => void;
   /** Whether Fastify logs each request (method, URL, status, timing). @default false */
   logRequests?: boolean;
+  /** Where the JSON log lines (LOG_LEVEL) go. @default standard output */
+  logStream?: { write(line: string): void };
 }
 
 /**
@@ -43,23 +48,29 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
     throw new ConfigError('SAGA_SERVE_TOKENS', 'is not set: saga serve answers only callers with a token (`<client id>:<token>`, comma-separated, one per client)');
   }
   const { SagaClient } = await import('../client.js');
-  const client = await SagaClient.connect(config);
+  const types = sagaTypesFor(config);
+  // The gate's metrics, on an endpoint of their own (never on the API's address, which needs a token).
+  const metrics = config.observability.metrics ? new SagaMetrics({ types }) : undefined;
+  const client = await SagaClient.connect(config, undefined, { metrics });
   // The readiness probes' own connections: SagaClient keeps its own to itself.
   const redis = createRedis(config.redis);
   const pool = createPool({ ...config.db, poolMax: 1 });
+  let endpoint: MetricsEndpoint | undefined;
   const closeConnections = async () => {
-    await Promise.allSettled([client.close(), redis.quit().catch(() => redis.disconnect()), pool.end()]);
+    await Promise.allSettled([client.close(), redis.quit().catch(() => redis.disconnect()), pool.end(), endpoint?.close()]);
   };
   let app: FastifyInstance;
   try {
     app = createSagaServer({
       client,
-      types: sagaTypesFor(config),
+      types,
       clients: config.serve.clients,
       bodyLimitBytes: config.serve.bodyLimitBytes,
       maxHeaderBytes: config.serve.maxHeaderBytes,
       requestTimeoutMs: config.serve.requestTimeoutMs,
       logger: options.logRequests ?? false,
+      logLevel: config.observability.logLevel,
+      logStream: options.logStream,
       readiness: {
         redis: async () => void (await redis.ping()),
         postgres: async () => void (await pool.query('SELECT 1')),
@@ -67,6 +78,7 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
       },
     });
     await app.listen({ host: config.serve.host, port: config.serve.port });
+    if (metrics && config.observability.metrics) endpoint = await serveMetrics(metrics.registry, config.observability.metrics);
   } catch (err) {
     await closeConnections();
     throw err;
@@ -97,5 +109,6 @@ export async function runSagaServer(config: Config, options: RunSagaServerOption
   log(
     `serve: listening on ${url} for ${config.serve.clients.length} client(s) (${config.serve.clients.map((c) => c.id).join(', ')}); task queue ${config.temporal.taskQueue}; body limit ${config.serve.bodyLimitBytes} B, deadline ${config.serve.requestTimeoutMs} ms`,
   );
-  return { url, app, close, closed };
+  if (endpoint) log(`serve: metrics on ${endpoint.url}`);
+  return { url, app, close, closed, ...(endpoint ? { metricsUrl: endpoint.url } : {}) };
 }

@@ -4,7 +4,7 @@
  * CONFLICT 409), and the saga can then be read, listed and cancelled. Every error is an RFC 9457
  * problem document; nothing logged or answered quotes a token or the request's data.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { SagaClient, StartedSaga } from '../client';
 import type { SagaTypes } from '../sagas';
 import { BearerTokens, type ApiClient } from './auth';
@@ -49,6 +49,14 @@ export interface SagaServerOptions {
   shutdownGraceMs?: number;
   /** Whether Fastify logs requests (method, URL, status, timing: never headers or bodies). @default false */
   logger?: boolean;
+  /**
+   * Log JSON lines from this level up (TRACE, DEBUG, INFO, WARN, ERROR): one per gate answer, with
+   * the workflow id, saga type and intent key (never the body), and each request only if `logger`.
+   * @default none: only what `logger` asks for
+   */
+  logLevel?: string;
+  /** Where those lines go. @default standard output */
+  logStream?: { write(line: string): void };
 }
 
 /** Requests received so far and under way (the drain at shutdown reads them). */
@@ -95,7 +103,17 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     // While closing, a request received is answered (with Connection: close), not refused with 503.
     return503OnClosing: false,
     http: { maxHeaderSize },
-    logger: options.logger ?? false,
+    logger:
+      options.logLevel === undefined
+        ? (options.logger ?? false)
+        : {
+            level: options.logLevel.toLowerCase(),
+            // As the worker's lines: an ISO time and the level's name.
+            timestamp: () => `,"time":"${new Date().toISOString()}"`,
+            formatters: { level: (label: string) => ({ level: label.toUpperCase() }) },
+            ...(options.logStream ? { stream: options.logStream } : {}),
+          },
+    logController: new LogController({ disableRequestLogging: options.logLevel !== undefined && !options.logger }),
     // Workflow ids are up to the type, a dash and 128 characters.
     routerOptions: { maxParamLength: 256 },
     // Errors before Fastify has a request (a head over the limit, a malformed request) as problems too.
@@ -220,6 +238,11 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       const { type } = request.params;
       return withinDeadline(reply, async () => {
         const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key) });
+        const answer = started.reservation.status;
+        request.log.info(
+          { sagaEvent: 'gate', workflowId: started.workflowId, sagaType: type, intentKey: started.intentKey, answer, ...(started.replayed ? { replayed: true } : {}) },
+          `saga gate answered ${answer}`,
+        );
         if (reply.sent) return reply;
         if (started.replayed) reply.header('Idempotent-Replayed', 'true');
         return answerStart(reply, started, links(started.workflowId));

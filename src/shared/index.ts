@@ -3,3 +3,4 @@ export * from './saga';
 export * from './handlers';
 export * from './search-attributes';
 export * from './smoke';
+export * from './saga-events';

@@ -60,7 +60,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const bundleDir = mkdtempSync(path.join(tmpdir(), 'rs-bundle-'));
   const workflowBundlePath = path.join(bundleDir, 'workflow-bundle.js');
   // With the failure converter of the encryption codec, as the workers' own bundle has it.
-  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(ROOT, 'src/workflows'), failureConverterPath: FAILURE_CONVERTER_PATH, logger: quietLogger });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: path.join(ROOT, 'src/workflows'),
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+    // As the workers' own bundle has it: the saga interceptor that reports each saga's end.
+    workflowInterceptorModules: [path.join(ROOT, 'src/workflows/interceptors.ts')],
+    logger: quietLogger,
+  });
   writeFileSync(workflowBundlePath, code);
 
   project.provide('temporalAddress', env.address);

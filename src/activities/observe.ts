@@ -1,0 +1,143 @@
+/**
+ * What the worker observes of each saga, outside the saga's own code: an activity interceptor that
+ * counts the steps, compensations and fenced-out writes and logs one line per saga event, and the
+ * sink that hears of a saga's end from the workflow interceptor (src/workflows/interceptors.ts).
+ * A log line carries the workflow id, the saga type and the intent key, never an activity's input
+ * (which holds the request's data) nor a failure's message (which may quote it): a failure is
+ * named by its type.
+ */
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { Runtime, type ActivityInterceptorsFactory, type InjectedSinks } from '@temporalio/worker';
+import type { CompensationOutcome, SagaMetrics, StepOutcome } from '../metrics';
+import type { SagaTypes } from '../sagas';
+import { ErrorType, type SagaEventSinks } from '../shared';
+
+/** What an activity's input says about its saga (never its payload). */
+interface SagaRef {
+  type: string;
+  intentKey: string;
+  name?: string;
+}
+
+/** The saga activities observed, and the event each one is. */
+const SAGA_EVENTS: Readonly<Record<string, string>> = {
+  reserveIntent: 'reservation',
+  writeEntity: 'write',
+  finalizeEntity: 'finalize',
+  completeEntity: 'complete',
+  runStep: 'step',
+  runCompensation: 'compensation',
+  undoEntity: 'compensation',
+};
+
+function sagaRef(arg: unknown): SagaRef | undefined {
+  if (typeof arg !== 'object' || arg === null) return undefined;
+  const { type, intentKey, name } = arg as Record<string, unknown>;
+  if (typeof type !== 'string' || typeof intentKey !== 'string') return undefined;
+  return { type, intentKey, ...(typeof name === 'string' ? { name } : {}) };
+}
+
+/** The ApplicationFailure type of `err`, or its class name. */
+function failureType(err: unknown): string {
+  if (err instanceof ApplicationFailure && err.type) return err.type;
+  return err instanceof Error ? err.name : typeof err;
+}
+
+function stepOutcome(err: unknown): StepOutcome {
+  if ((err instanceof CancelledFailure)) return 'cancelled';
+  const type = failureType(err);
+  if (type === ErrorType.STEP_REJECTED) return 'rejected';
+  if (type === ErrorType.STEP_COMPENSATED) return 'superseded';
+  return 'failed';
+}
+
+function compensationOutcome(err: unknown): CompensationOutcome {
+  if ((err instanceof CancelledFailure)) return 'cancelled';
+  return failureType(err) === ErrorType.COMPENSATION_REFUSED ? 'refused' : 'failed';
+}
+
+function replayed(result: unknown): boolean {
+  return typeof result === 'object' && result !== null && (result as { replayed?: unknown }).replayed === true;
+}
+
+/** What a successful saga activity's result says, for its log line (never an entity id or a token). */
+function resultFields(activity: string, result: unknown): Record<string, unknown> {
+  if (typeof result !== 'object' || result === null) return {};
+  const r = result as Record<string, unknown>;
+  if (activity === 'reserveIntent' || activity === 'writeEntity') return { status: r.status };
+  if (activity === 'undoEntity') return { row: r.row };
+  return {};
+}
+
+/**
+ * The activity interceptor: for each saga activity, counts its outcome in `metrics` (steps,
+ * compensations, FENCED_OUT refusals) and logs one INFO line through the activity's logger (which
+ * adds the workflow id, run id and activity type).
+ */
+export function sagaActivityInterceptor(metrics?: SagaMetrics): ActivityInterceptorsFactory {
+  return (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        const activity = ctx.info.activityType;
+        const event = SAGA_EVENTS[activity];
+        const ref = event ? sagaRef(input.args[0]) : undefined;
+        if (!event || !ref) return next(input);
+        const fields = { sagaEvent: event, sagaType: ref.type, intentKey: ref.intentKey, ...(ref.name ? { [event]: ref.name } : {}) };
+        const name = activity === 'undoEntity' ? 'undoEntity' : ref.name;
+        if (activity === 'undoEntity') Object.assign(fields, { compensation: 'undoEntity' });
+        try {
+          const result = await next(input);
+          const outcome = replayed(result) ? 'replayed' : 'succeeded';
+          if (event === 'step') metrics?.stepAttempted(ref.type, name ?? '', outcome);
+          if (event === 'compensation') metrics?.compensationAttempted(ref.type, name ?? '', outcome);
+          ctx.log.info(`saga ${event} ${outcome}`, { ...fields, outcome, ...resultFields(activity, result) });
+          return result;
+        } catch (err) {
+          const errorType = failureType(err);
+          if (errorType === ErrorType.FENCED_OUT) metrics?.fencedOut(ref.type, activity);
+          let outcome: string = err instanceof CancelledFailure ? 'cancelled' : 'failed';
+          if (event === 'step') {
+            outcome = stepOutcome(err);
+            metrics?.stepAttempted(ref.type, name ?? '', stepOutcome(err));
+          }
+          if (event === 'compensation') {
+            outcome = compensationOutcome(err);
+            metrics?.compensationAttempted(ref.type, name ?? '', compensationOutcome(err));
+          }
+          ctx.log.info(`saga ${event} ${outcome}`, { ...fields, outcome, errorType, attempt: ctx.info.attempt });
+          throw err;
+        }
+      },
+    },
+  });
+}
+
+/**
+ * The sinks of {@link SagaEventSinks}: a saga's end, counted in `metrics` and logged at INFO. A saga
+ * that failed before its plan reports the type its starter sent: it is logged only if `types` has it.
+ */
+export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics): InjectedSinks<SagaEventSinks> {
+  return {
+    sagaEvents: {
+      ended: {
+        fn: (info, event) => {
+          metrics?.sagaEnded(event.type, event.outcome);
+          Runtime.instance().logger.info(`saga ended ${event.outcome}`, {
+            sagaEvent: 'ended',
+            workflowId: info.workflowId,
+            workflowRunId: info.runId,
+            workflowType: info.workflowType,
+            taskQueue: info.taskQueue,
+            namespace: info.namespace,
+            sagaType: Object.hasOwn(types, event.type) ? event.type : 'unknown',
+            intentKey: event.intentKey,
+            outcome: event.outcome,
+            ...(event.reason ? { reason: event.reason } : {}),
+          });
+        },
+        // A replayed history was counted and logged when it ran.
+        callDuringReplay: false,
+      },
+    },
+  };
+}

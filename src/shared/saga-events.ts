@@ -1,0 +1,25 @@
+/**
+ * The sink through which the workflow interceptor (src/workflows/interceptors.ts) reports a saga's
+ * end to its worker, outside the sandbox: the worker counts it and logs it. Sinks are not called
+ * while a history replays, so a saga that a worker replays is not counted again.
+ */
+import type { Sinks } from '@temporalio/workflow';
+
+/** A saga's end, as its worker is told of it: never its data. */
+export interface SagaEndEvent {
+  /** The saga type the worker planned ('' when the saga failed before it had a plan). */
+  type: string;
+  /** The intent key ('' before the plan). */
+  intentKey: string;
+  /** Its SagaOutcome, or FAILED: the workflow failed without one (input the worker could not run). */
+  outcome: string;
+  /** Why it ended so (a failure type, a reservation answer), when it says. */
+  reason?: string;
+}
+
+/** The sinks the worker registers for the saga interceptor. */
+export interface SagaEventSinks extends Sinks {
+  sagaEvents: {
+    ended(event: SagaEndEvent): void;
+  };
+}
