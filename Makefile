@@ -7,7 +7,7 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal cli test test-unit test-integration test-ui lint typecheck demo dev dev-down bench build
+.PHONY: help install temporal temporal-server cli test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
@@ -16,6 +16,9 @@ help:
 	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
 	@echo "make dev-down    stop what make dev started"
+	@echo "make stack       a real Temporal server on PostgreSQL (UI on :8333), a Redis Cluster, two workers (first run builds the server)"
+	@echo "make stack-down  stop what make stack started"
+	@echo "make test-stack  the saga integration tests and the demo against make stack's stack"
 	@echo "make cli         compile src/ into .build/ for bin/saga (only when a source changed)"
 	@echo "make lint        eslint (with the workflow sandbox rule)"
 	@echo "make bench       benchmarks"
@@ -58,6 +61,21 @@ dev: install temporal cli
 
 dev-down:
 	@scripts/dev-down
+
+# The Temporal server, its SQL tool and the UI server, built once from their Go modules into .tools/bin.
+temporal-server:
+	@scripts/ensure-temporal-server >/dev/null
+
+# A production-shaped stack beside the dev server: see scripts/stack-up and docs/operations.md.
+stack: install temporal temporal-server cli
+	@scripts/stack-up
+
+stack-down:
+	@scripts/stack-down
+
+# Brings the stack up when it is down (and stops it again after); ends with `N passed, N failed`.
+test-stack: install temporal temporal-server cli
+	@scripts/test-stack
 
 # The demo starts the dev stack itself (scripts/dev-up), so that Ctrl-C stops only what it started.
 # Plain node (not npx): Ctrl-C then reaches the demo directly and it can stop its worker and server.

@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
+    // TEST_REPORT_JSON: another report file, so make test-stack keeps make test's report.
+    reporters: ['default', ['json', { outputFile: process.env.TEST_REPORT_JSON ?? 'test-results/vitest.json' }]],
     projects: [
       {
         test: {

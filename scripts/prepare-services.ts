@@ -4,19 +4,23 @@
  * data folder when missing (scripts/dev-secrets.ts). Used by `make dev` and `make demo`.
  */
 import path from 'node:path';
-import { Redis } from 'ioredis';
 import { loadConfigOrExit } from '../src/config';
+import { createRedis } from '../src/rms/connection';
 import { ensureDatabase, migrate } from '../src/db/migrate';
 import { devSecretsPath, ensureDevSecrets } from './dev-secrets';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const redis = new Redis(config.redis.url, { lazyConnect: true, connectTimeout: 3000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  // The Redis the RMS will use: REDIS_URL, or the Redis Cluster of REDIS_CLUSTER_NODES (make stack).
+  const nodes = config.redis.clusterNodes?.map((n) => `${n.host}:${n.port}`).join(',');
+  const where = nodes ? `${nodes} (REDIS_CLUSTER_NODES)` : `${config.redis.url} (REDIS_URL)`;
+  const redis = createRedis({ ...config.redis, commandTimeoutMs: 3000 });
+  redis.on('error', () => {});
   try {
-    await redis.connect();
-    await redis.ping();
+    // The cluster client queues commands while it finds no node, with no deadline of its own.
+    await Promise.race([redis.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('no answer in 3 s')), 3000).unref())]);
   } catch (err) {
-    fail(`Redis is not reachable at ${config.redis.url} (REDIS_URL): ${(err as Error).message}`);
+    fail(`Redis is not reachable at ${where}: ${(err as Error).message}`);
   } finally {
     redis.disconnect();
   }

@@ -44,6 +44,9 @@ const EXERCISED: Record<string, string> = {
   'make dev': 'make demo and make test-ui run scripts/dev-up, which is all that make dev runs',
   'make dev-down': 'make test-ui stops its dev server with scripts/dev-down, which is all that make dev-down runs',
   'make lint': 'make test runs the lint target',
+  'make test-stack': '.ci/run',
+  'make stack': '.ci/run runs make test-stack, which brings the stack up with scripts/stack-up, which is all that make stack runs',
+  'make stack-down': 'make test-stack stops the stack it brought up with scripts/stack-down, which is all that make stack-down runs',
   'bash docs/examples/http-walkthrough.sh': 'test/integration/http-api.test.ts runs this script against saga serve and a worker',
   'npm run worker': 'make demo and test/integration/saga-worker-crash.test.ts start src/worker.ts with tsx, which is what it runs',
 };
@@ -106,6 +109,12 @@ describe('the README and docs/', () => {
     expect(recipe('dev-down')).toContain('scripts/dev-down');
     expect(recipe('demo')).toContain('scripts/demo.ts');
     expect(recipe('test-ui')).toContain('scripts/test-ui');
+    expect(recipe('stack')).toContain('scripts/stack-up');
+    expect(recipe('stack-down')).toContain('scripts/stack-down');
+    expect(recipe('test-stack')).toContain('scripts/test-stack');
+    expect(read('scripts/test-stack')).toContain('scripts/stack-up');
+    expect(read('scripts/test-stack')).toContain('scripts/stack-down');
+    expect(read('.ci/run')).toContain('make test-stack');
     expect(makefile).toMatch(/^test: [^\n]*\blint\b/m);
     expect(read('scripts/demo/stack.ts')).toContain("'dev-up'");
     expect(read('scripts/demo/stack.ts')).toContain("'dev-down'");
