@@ -78,13 +78,7 @@ export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<G
     // The row holds a token Redis no longer knows of, at or above the new one: the clock that issued
     // it is behind the one that issued the row's (stepped back, or a failover). Raise the new token
     // above the row's, or the saga's fenced write would lose to a row it should take over.
-    const raised = await rms.raise({ ...lease, floor: row.lastFencingToken });
-    // LOST: the lease ended in the meantime (a lease shorter than this call); answer as reserve would.
-    if (raised.status === 'LOST') {
-      deps.metrics?.leaseLost(req.intentKey);
-      return { status: 'CONFLICT', retryAfterMs: 0 };
-    }
-    return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
+    return raiseAbove(deps, lease, row.lastFencingToken, reserved.expiresAt);
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
 }
@@ -146,14 +140,28 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
   }
   if (row.lastOperationToken !== null && !reserved.alreadyHeld && BigInt(row.lastOperationToken) >= BigInt(reserved.fencingToken)) {
-    const raised = await rms.raise({ ...lease, floor: row.lastOperationToken });
-    if (raised.status === 'LOST') {
-      deps.metrics?.leaseLost(req.intentKey);
-      return { status: 'CONFLICT', retryAfterMs: 0 };
-    }
-    return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: false };
+    return raiseAbove(deps, lease, row.lastOperationToken, reserved.expiresAt);
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
+}
+
+/**
+ * Gives the lease just taken a token above `floor` (a token PostgreSQL's row already holds), keeping
+ * its end. LOST: the lease ended in the meantime (a lease shorter than this call); answered as
+ * reserve would, CONFLICT.
+ */
+async function raiseAbove(
+  deps: GateDeps,
+  lease: { intent: string; sessionId: string; fencingToken: string },
+  floor: string,
+  expiresAt: number,
+): Promise<Extract<GateAnswer, { status: 'SUCCESS' | 'CONFLICT' }>> {
+  const raised = await deps.rms.raise({ ...lease, floor });
+  if (raised.status === 'LOST') {
+    deps.metrics?.leaseLost(lease.intent);
+    return { status: 'CONFLICT', retryAfterMs: 0 };
+  }
+  return { status: 'SUCCESS', fencingToken: raised.fencingToken, expiresAt, alreadyHeld: false };
 }
 
 /**

@@ -112,13 +112,6 @@ export interface SagaDefinition<I = unknown> {
   compensation: CompensationPolicy;
 }
 
-/**
- * One step of an {@link EntityOperation}. A step without a compensation cannot be undone (a refund
- * sent): it is retried until it succeeds or is refused, never given up half-way, and a refusal runs
- * the compensations of the steps before it.
- */
-export type OperationStepPlan = SagaStepPlan;
-
 /** What an operation's step handler knows besides its saga: the entity, and the earlier steps' results. */
 export interface OperationContext {
   /** The entity's row id (the operation's lock is on it). */
@@ -156,7 +149,12 @@ export interface EntityOperation<I = unknown> {
   entity(input: I): string;
   /** The entity's table: it must carry `last_operation_token bigint` (see `FencedTable.claim`). */
   table: FencedTable;
-  steps: readonly OperationStepPlan[];
+  /**
+   * The steps in order. A step without a compensation cannot be undone (a refund sent): it is
+   * retried until it succeeds or is refused, never given up half-way, and a refusal runs the
+   * compensations of the steps before it.
+   */
+  steps: readonly SagaStepPlan[];
   /** Implementations of every step and compensation named in `steps` (their context has `operation`). */
   handlers: Record<string, StepImplementation<I>>;
   /** How compensations run (`freeIntent` does not apply: a lock is always released). */

@@ -9,7 +9,6 @@
  * refunded if that step is refused), and every refund settles what a committed step decided (it is
  * retried until it succeeds or is refused, and a refusal undoes that step).
  */
-import { setTimeout as delay } from 'node:timers/promises';
 import type { PoolClient } from 'pg';
 import { z } from 'zod';
 import { ordersTable } from '../db/orders';
@@ -24,7 +23,7 @@ import {
   type StepContext,
   type StepHandler,
 } from './definition';
-import { bySku, paymentSchema, skuSchema } from './order';
+import { bySku, paymentSchema, skuSchema, slowed } from './order';
 
 /** An order's row id, as the `order` saga's result names it (`entityId`). */
 const orderId = z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be an order id (a positive integer, as a string)');
@@ -87,21 +86,21 @@ async function orderRow(tx: PoolClient, id: string): Promise<{ terms: OrderTerms
     'SELECT items, amount_cents, payment_key, cancelled_at IS NOT NULL AS cancelled FROM orders WHERE id = $1',
     [id],
   );
-  const row = rows[0];
-  if (!row) throw new StepRejectedError(`order ${id} does not exist`, 'ORDER_NOT_FOUND');
+  // The runner claimed the row in this transaction: it exists.
+  const row = rows[0]!;
   if (row.payment_key === null) throw new StepRejectedError(`order ${id} has no recorded charge (written before operations existed)`, 'PAYMENT_UNKNOWN');
   return { terms: { items: row.items, amountCents: Number(row.amount_cents), paymentKey: row.payment_key }, cancelled: row.cancelled };
 }
 
 /**
  * Moves stock by `delta` per sku (positive: taken from stock), in sku order so that concurrent
- * sagas cannot deadlock; `refuse` makes the error for a sku short of stock.
+ * sagas cannot deadlock; `refuse` makes the error for a sku short of stock (giving back never is).
  */
-async function moveStock(tx: PoolClient, delta: ReadonlyMap<string, number>, refuse: (sku: string) => Error): Promise<void> {
+async function moveStock(tx: PoolClient, delta: ReadonlyMap<string, number>, refuse?: (sku: string) => Error): Promise<void> {
   for (const [sku, d] of [...delta].sort(([a], [b]) => bySku({ sku: a }, { sku: b }))) {
     if (d === 0) continue;
     const { rowCount } = await tx.query('UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2', [sku, d]);
-    if (rowCount !== 1) throw refuse(sku);
+    if (rowCount !== 1) throw refuse?.(sku) ?? new Error(`stock ${sku} is missing`);
   }
 }
 
@@ -113,7 +112,6 @@ function stockDelta(from: readonly Line[], to: readonly Line[]): Map<string, num
   return delta;
 }
 
-const negated = (delta: ReadonlyMap<string, number>) => new Map([...delta].map(([sku, d]) => [sku, -d]));
 
 /** Refunds the charge made with `chargeKey`; the card network's refusal is the step's. */
 async function refund(payments: PaymentProviderClient, ctx: ExternalStepContext<unknown>, chargeKey: string) {
@@ -132,7 +130,7 @@ export function orderCancelSagaType(payments: PaymentProviderClient): EntityOper
     const { entityId } = operationOf(ctx);
     const { terms, cancelled } = await orderRow(tx, entityId);
     if (cancelled) throw new StepRejectedError(`order ${entityId} is cancelled already`, 'ORDER_CANCELLED');
-    await moveStock(tx, negated(stockDelta([], terms.items)), () => new Error('stock cannot be given back'));
+    await moveStock(tx, stockDelta(terms.items, []));
     await tx.query('UPDATE orders SET cancelled_at = now(), cancelled_by = $2, updated_at = now() WHERE id = $1', [entityId, ctx.sagaKey]);
     return { paymentKey: terms.paymentKey, amountCents: terms.amountCents };
   };
@@ -280,20 +278,10 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
  * that long before it calls the provider (a slow provider, a paused holder).
  */
 export function orderAmendSagaWithSimulationsType(payments: PaymentProviderClient): EntityOperation<SimulatedOrderAmendInput> {
-  const amend = orderAmendSagaType(payments) as unknown as EntityOperation<SimulatedOrderAmendInput>;
-  const charge = amend.handlers.chargeAmendedOrder as ReturnType<typeof externalStep<SimulatedOrderAmendInput>>;
+  const amend = orderAmendSagaType(payments);
   return {
     ...amend,
     schema: simulatedAmendSchema,
-    handlers: {
-      ...amend.handlers,
-      chargeAmendedOrder: externalStep<SimulatedOrderAmendInput>(async (ctx) => {
-        await delay(ctx.input.simulate?.stepDelayMs ?? 0, undefined, { signal: ctx.signal }).catch((err: unknown) => {
-          ctx.signal.throwIfAborted();
-          throw err;
-        });
-        return charge.run(ctx);
-      }),
-    },
+    handlers: { ...amend.handlers, chargeAmendedOrder: slowed<OrderAmendInput, SimulatedOrderAmendInput>(amend.handlers.chargeAmendedOrder!) },
   };
 }

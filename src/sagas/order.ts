@@ -175,10 +175,13 @@ async function work(tx: PoolClient, ms: number | undefined, signal: AbortSignal)
   signal.throwIfAborted();
 }
 
+/** An input that may ask its steps to be slow (tests and the demo only). */
+type SlowableInput = { simulate?: { stepDelayMs?: number } };
+
 /** `step`, after the step delay the input asks for (in its transaction, or before its call). */
-function slowed(step: StepImplementation<OrderInput>): StepImplementation<SimulatedOrderInput> {
+export function slowed<I, S extends I & SlowableInput>(step: StepImplementation<I>): StepImplementation<S> {
   if (isExternalStep(step)) {
-    return externalStep<SimulatedOrderInput>(async (ctx) => {
+    return externalStep<S>(async (ctx) => {
       await delay(ctx.input.simulate?.stepDelayMs ?? 0, undefined, { signal: ctx.signal }).catch((err: unknown) => {
         ctx.signal.throwIfAborted(); // the attempt's reason (cancelled, timed out), not a bare AbortError
         throw err;

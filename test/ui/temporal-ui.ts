@@ -143,8 +143,8 @@ async function listed(page: Page, uiBase: string, query: string, expected: reado
     // Either rows, or the list's "No Results".
     await rows.first().or(page.getByText('No Results')).first().waitFor({ timeout: 15_000 }).catch(() => undefined);
     ids = (await rows.allInnerTexts()).map(
-      // The demo's workflow ids: its orders', and its operations' on them (order-amend-…, order-cancel-…).
-      (text) => /\b((?:order|order-amend|order-cancel)-demo-[A-Za-z0-9-]+)/.exec(text)?.[1] ?? text.trim(),
+      // The demo's workflow ids, `<type>-demo-<run>-…`, whatever the saga type.
+      (text) => /\b([a-z][a-z0-9-]*-demo-[A-Za-z0-9-]+)/.exec(text)?.[1] ?? text.trim(),
     );
     if (JSON.stringify([...ids].sort()) === JSON.stringify([...expected].sort())) break;
     await page.waitForTimeout(2000);
