@@ -12,6 +12,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Config } from './config';
 import type { SagaClient, StartedSaga } from './client';
 import type { SagaState } from './shared';
+import { tracingRequested } from './tracing/env';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -386,6 +387,25 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+/** `service.name` of the CLI's spans: the long-running commands are services of their own. */
+function serviceName(argv: string[]): string {
+  const command = argv[0];
+  return command === 'serve' || command === 'payment-provider' || command === 'codec-server' ? `reservation-saga-${command}` : 'reservation-saga-cli';
+}
+
+/**
+ * The CLI as a process: with the OTLP environment set, traces (started before any command loads
+ * ioredis, pg or the HTTP server, so that they are instrumented; flushed before the exit).
+ */
+async function main(argv: string[]): Promise<number> {
+  const tracing = tracingRequested() ? (await import('./tracing/sdk.js')).startTracing({ serviceName: serviceName(argv) }) : undefined;
+  try {
+    return await run(argv);
+  } finally {
+    await tracing?.shutdown();
+  }
+}
+
 if (require.main === module) {
-  void run(process.argv.slice(2)).then((code) => process.exit(code));
+  void main(process.argv.slice(2)).then((code) => process.exit(code));
 }

@@ -13,6 +13,7 @@ import { lockEntity, reserveIntent, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
+import { activeTracing, inSpan } from './tracing';
 import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
 import {
   ErrorType,
@@ -169,7 +170,9 @@ export class SagaClient {
       const [{ Client }, { connectClient, dataConverterOf }] = await Promise.all([temporalClientLibrary(), import('./temporal.js'), temporalDefinitions()]);
       const dataConverter = dataConverterOf(config);
       connection = connectClient(config.temporal);
-      return new Client({ connection: await connection, namespace, dataConverter });
+      // With tracing on, the workflow start carries the trace on to the workflow and its activities.
+      const interceptors = activeTracing() ? { workflow: [new (await import('@temporalio/interceptors-opentelemetry')).OpenTelemetryWorkflowClientInterceptor()] } : undefined;
+      return new Client({ connection: await connection, namespace, dataConverter, interceptors });
     };
     const client = options.temporal === 'on first use' ? { namespace, connectOnFirstUse: connectTemporal } : await connectTemporal();
     const redis: Redis | Cluster = createRedis(config.redis);
@@ -255,6 +258,15 @@ export class SagaClient {
    * taken for a saga that may not exist ends with its lease.
    */
   async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
+    // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its children.
+    return inSpan('saga.start', { 'saga.type': type }, async (span) => {
+      const started = await this.#start(type, data, options);
+      span.setAttributes({ 'saga.answer': started.reservation.status, 'saga.started': started.started, 'temporal.workflow_id': started.workflowId });
+      return started;
+    });
+  }
+
+  async #start(type: string, data: unknown, options: { idempotencyKey?: string }): Promise<StartedSaga> {
     const began = performance.now();
     const input = this.prepare(type, data, options.idempotencyKey);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);

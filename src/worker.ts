@@ -2,8 +2,11 @@
  * The composition root: config → clients → activities → Worker. Run it as a process
  * (`npm run worker`); start several on one task queue to share the work.
  */
+// First: with tracing asked for, the instrumentations must be registered before ioredis and pg load.
+import './tracing/preload';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { Context } from '@temporalio/activity';
 import { Client } from '@temporalio/client';
 import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
@@ -20,6 +23,7 @@ import { PROJECT_ROOT } from './paths';
 import { sagaTypesFor, type SagaTypes } from './sagas';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
+import { activeTracing, tracingRequested } from './tracing';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
@@ -29,6 +33,16 @@ export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundl
  * workflow bundle must include it (`workflowInterceptorModules`), as scripts/bundle-workflows.mjs does.
  */
 export const WORKFLOW_INTERCEPTOR_MODULES = [path.join(__dirname, 'workflows', `interceptors${path.extname(__filename)}`)];
+
+/**
+ * The OpenTelemetry workflow interceptors (spans for the workflow and each activity it schedules,
+ * the trace carried on in the activities' headers): bundled only into the workflow code of a worker
+ * that traces. They add headers, never commands, so a saga replays with or without them.
+ */
+export const TRACING_WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+
+/** Prebundled workflow code with {@link TRACING_WORKFLOW_INTERCEPTOR_MODULES}, for a worker from dist/ that traces. */
+export const TRACED_WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle-traced.js');
 
 /** Attempts of a compensation, for sagas started without timings. */
 export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
@@ -66,11 +80,23 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   const pool = createPool(config.db);
   const ownConnection = options.connection === undefined;
   const connection = options.connection ?? (await connectWorker(config.temporal));
+  const tracing = activeTracing();
+  const prebundled = tracing ? TRACED_WORKFLOW_BUNDLE_PATH : WORKFLOW_BUNDLE_PATH;
   const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = options.workflowBundle
     ? { workflowBundle: options.workflowBundle }
-    : __filename.endsWith('.js') && existsSync(WORKFLOW_BUNDLE_PATH)
-      ? { workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }
-      : { workflowsPath: require.resolve('./workflows') };
+    : __filename.endsWith('.js') && existsSync(prebundled)
+      ? { workflowBundle: { codePath: prebundled } }
+      : { workflowsPath: path.join(__dirname, 'workflows') };
+  // With tracing on: spans for each activity (a child of the workflow's), and the workflow's own
+  // spans, made in the sandbox, handed to the process's exporters through a sink.
+  const otel = tracing ? await import('@temporalio/interceptors-opentelemetry') : undefined;
+  const traced = tracing && otel
+    ? {
+        activity: [(ctx: Context) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) })],
+        workflowModules: TRACING_WORKFLOW_INTERCEPTOR_MODULES,
+        sinks: { exporter: otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource) },
+      }
+    : undefined;
   const types = options.sagaTypes ?? sagaTypesFor(config);
   const close = async () => {
     await redis.quit().catch(() => redis.disconnect());
@@ -101,10 +127,12 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
       // A bundle carries its interceptor modules; sources are bundled here with them.
       interceptors: {
         ...options.workerOptions?.interceptors,
-        activity: [sagaActivityInterceptor(options.metrics), ...(options.workerOptions?.interceptors?.activity ?? [])],
-        ...('workflowsPath' in workflowSource ? { workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(options.workerOptions?.interceptors?.workflowModules ?? [])] } : {}),
+        activity: [...(traced?.activity ?? []), sagaActivityInterceptor(options.metrics), ...(options.workerOptions?.interceptors?.activity ?? [])],
+        ...('workflowsPath' in workflowSource
+          ? { workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(traced?.workflowModules ?? []), ...(options.workerOptions?.interceptors?.workflowModules ?? [])] }
+          : {}),
       },
-      sinks: { ...sagaEventSinks(types, options.metrics), ...options.workerOptions?.sinks },
+      sinks: { ...sagaEventSinks(types, options.metrics), ...traced?.sinks, ...options.workerOptions?.sinks },
     });
   } catch (err) {
     await close();
@@ -124,6 +152,9 @@ async function main(): Promise<void> {
       : {}),
   });
   const metrics = metricsAddress ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
+  // Traces when the OTLP environment asks for them (the instrumentations are in since ./tracing/preload).
+  const tracing = tracingRequested() ? (await import('./tracing/sdk.js')).startTracing({ serviceName: 'reservation-saga-worker' }) : undefined;
+  if (tracing) process.stderr.write('worker: traces exported as the OTEL_* environment says\n');
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
   const { worker, close } = await createWorker({ config, metrics });
   const endpoint = metrics && metricsAddress ? await serveMetrics(metrics.registry, metricsAddress) : undefined;
@@ -146,6 +177,7 @@ async function main(): Promise<void> {
   } finally {
     await close();
     await endpoint?.close();
+    await tracing?.shutdown();
   }
   process.stderr.write('worker: stopped\n');
 }

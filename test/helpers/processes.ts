@@ -20,12 +20,12 @@ export function killWorkerProcesses(): void {
   for (const child of spawned) child.kill('SIGKILL');
 }
 
-/** A worker process (as `npm run worker` starts it); resolves once it polls. */
-export async function startWorkerProcess(config: Config): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
+/** A worker process (as `npm run worker` starts it), with `env` added to its config's; resolves once it polls. */
+export async function startWorkerProcess(config: Config, env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
   // One process (node with tsx's loader), so signals reach the worker itself, not a wrapper.
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/worker.ts')], {
     cwd: ROOT,
-    env: envOf(config),
+    env: { ...envOf(config), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -54,6 +54,13 @@ const EXERCISED: Record<string, string> = {
 /** Variables the dev scripts and the examples (docs/examples/http-walkthrough.sh) read besides the config's. */
 const DEV_VARIABLES = ['SAGA_API_URL', 'SAGA_API_TOKEN', 'TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_SERVE_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
 
+/**
+ * OpenTelemetry's standard variables the docs set in front of a command: the one that turns tracing on
+ * (src/tracing/env.ts), read by the SDK itself; test/integration/tracing.test.ts runs a worker and
+ * saga serve with it.
+ */
+const OTEL_VARIABLES = ['OTEL_EXPORTER_OTLP_ENDPOINT'];
+
 const commands: { file: string; command: ShellCommand }[] = Object.entries(DOCS).flatMap(([file, text]) =>
   codeBlocks(text)
     .filter((b) => ['sh', 'bash', 'shell', 'console'].includes(b.lang))
@@ -125,7 +132,7 @@ describe('the README and docs/', () => {
   it('set only known variables in front of commands, with values the config accepts', () => {
     for (const { file, command } of commands) {
       for (const name of Object.keys(command.env)) {
-        expect([...CONFIG_VARIABLES, ...DEV_VARIABLES], `${file}: ${command.line}`).toContain(name);
+        expect([...CONFIG_VARIABLES, ...DEV_VARIABLES, ...OTEL_VARIABLES], `${file}: ${command.line}`).toContain(name);
       }
       expect(() => loadConfig(command.env), `${file}: ${command.line}`).not.toThrow();
     }

@@ -1,9 +1,15 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
-import { inject, describe, expect, it } from 'vitest';
+import { Resource } from '@opentelemetry/resources';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { makeWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { beforeAll, inject, describe, expect, it } from 'vitest';
 import { createDataConverter, parseCodecKeys } from '../../src/codec';
+import { FAILURE_CONVERTER_PATH } from '../../src/codec';
+import { TRACING_WORKFLOW_INTERCEPTOR_MODULES, WORKFLOW_INTERCEPTOR_MODULES } from '../../src/worker';
 import { TEST_CODEC_KEYS } from '../helpers/secrets';
 
 // Histories recorded from real sagas (scripts/record-histories.ts). A change to workflow code that
@@ -76,6 +82,41 @@ describe('recorded saga histories', () => {
     // The workers' data converter: histories from before encryption pass through it unchanged.
     const replay = Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') }, dataConverter: createDataConverter(parseCodecKeys(TEST_CODEC_KEYS)) }, history);
 
+    await expect(replay).resolves.toBeUndefined();
+  });
+});
+
+// A worker that traces bundles the OpenTelemetry workflow interceptors too (src/worker.ts). They add
+// headers to the commands, never commands: every saga, started with tracing on or off, replays on a
+// worker with it on (and the histories above, recorded without it, show the other way round).
+describe('recorded saga histories on a worker that traces', () => {
+  let codePath: string;
+
+  beforeAll(async () => {
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: path.join(__dirname, '../../src/workflows'),
+      failureConverterPath: FAILURE_CONVERTER_PATH,
+      workflowInterceptorModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...TRACING_WORKFLOW_INTERCEPTOR_MODULES],
+      // webpack's progress is noise here; its errors are not.
+      logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: console.error },
+    });
+    const dirOfBundle = mkdtempSync(path.join(tmpdir(), 'rs-traced-bundle-'));
+    codePath = path.join(dirOfBundle, 'workflow-bundle.js');
+    writeFileSync(codePath, code);
+    return () => rmSync(dirOfBundle, { recursive: true, force: true });
+  }, 120_000);
+
+  it.each(files)('replay %s without a determinism error', async (file) => {
+    const history = historyFromJSON(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
+    const spans = new InMemorySpanExporter();
+    const replay = Worker.runReplayHistory(
+      {
+        workflowBundle: { codePath },
+        dataConverter: createDataConverter(parseCodecKeys(TEST_CODEC_KEYS)),
+        sinks: { exporter: makeWorkflowExporter(new SimpleSpanProcessor(spans), Resource.default()) },
+      },
+      history,
+    );
     await expect(replay).resolves.toBeUndefined();
   });
 });

@@ -1,0 +1,252 @@
+/**
+ * OpenTelemetry traces, read as an operator reads them:
+ * - in this process, with an in-memory span exporter: `SagaClient.start`, the workflow and every
+ *   activity of one saga in one trace, and a rejected request in a trace of its own with no workflow;
+ * - across processes, as deployed: `saga serve` and a worker process exporting over OTLP/HTTP (from
+ *   the standard OTEL_* variables) to a collector this test serves. One trace runs from the HTTP
+ *   request through the gate's Redis and PostgreSQL calls, the workflow start, the workflow, each
+ *   activity and their own Redis, PostgreSQL and HTTP calls; no span carries the saga's data.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { NativeConnection } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SagaClient } from '../../src/client';
+import type { Config } from '../../src/config';
+import { SagaOutcome } from '../../src/shared';
+import { activeTracing } from '../../src/tracing';
+import { startTracing } from '../../src/tracing/sdk';
+import { createWorker } from '../../src/worker';
+import { envOf, killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
+import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+/** The activities one completed order saga runs, in order (the first two are local activities). */
+const ORDER_ACTIVITIES = ['planSaga', 'reserveIntent', 'writeEntity', 'finalizeEntity', 'runStep', 'completeEntity'];
+
+let h: SagaHarness;
+
+beforeAll(async () => {
+  // A lease far longer than any pause of a loaded machine: these tests are about traces, not leases.
+  h = await startHarness('tracing', { worker: false, env: { LEASE_MS: '30000' } });
+});
+
+afterAll(async () => {
+  killWorkerProcesses();
+  await h?.stop();
+});
+
+describe('traces in one process (in-memory span exporter)', () => {
+  const exporter = new InMemorySpanExporter();
+  let client: SagaClient;
+  let stopWorker: () => Promise<void>;
+
+  beforeAll(async () => {
+    const tracing = startTracing({ serviceName: 'tracing-test', spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    expect(tracing).toBeDefined();
+    // Made after tracing started, as a process's entry point makes them: both pick it up.
+    client = await SagaClient.connect(h.config);
+    const connection = await NativeConnection.connect({ address: h.config.temporal.address });
+    // No prebuilt bundle: the worker bundles its workflows with the tracing interceptors, as `src/worker.ts` run by tsx does.
+    const app = await createWorker({ config: h.config, connection });
+    const running = app.worker.run();
+    stopWorker = async () => {
+      app.worker.shutdown();
+      await running;
+      await app.close();
+      await connection.close();
+    };
+  }, 120_000);
+
+  afterAll(async () => {
+    await stopWorker?.();
+    await client?.close();
+    await activeTracing()?.shutdown();
+  });
+
+  it('follows one saga from SagaClient.start through the workflow into every activity, in one trace', async () => {
+    const started = await client.start('order', order());
+    expect(started.reservation.status).toBe('SUCCESS');
+    expect((await client.result(started.workflowId)).outcome).toBe(SagaOutcome.COMPLETED);
+
+    const root = exporter.getFinishedSpans().find((s) => s.name === 'saga.start' && s.attributes['temporal.workflow_id'] === started.workflowId);
+    expect(root).toBeDefined();
+    expect(root!.attributes).toMatchObject({ 'saga.type': 'order', 'saga.answer': 'SUCCESS', 'saga.started': true });
+    expect(root!.parentSpanId).toBeUndefined();
+    const traceId = root!.spanContext().traceId;
+    // (The workflow's span ends with the workflow, after its last activity's.)
+    const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    const names = await eventually(
+      async () => inTrace().map((s) => s.name),
+      (n) => n.includes('RunActivity:completeEntity') && n.includes('RunWorkflow:reservationSaga'),
+      'the workflow and last activity spans',
+    );
+    expect(names).toEqual(expect.arrayContaining(['StartWorkflow:reservationSaga', 'RunWorkflow:reservationSaga', ...ORDER_ACTIVITIES.map((a) => `RunActivity:${a}`)]));
+    // Every span of this saga's workflow and activities is in that trace: none started one of its own.
+    const ofSaga = exporter.getFinishedSpans().filter((s) => s.attributes.temporalWorkflowId === started.workflowId);
+    expect(ofSaga.length).toBeGreaterThanOrEqual(ORDER_ACTIVITIES.length + 1);
+    expect(ofSaga.filter((s) => s.spanContext().traceId !== traceId).map((s) => s.name)).toEqual([]);
+    // And the chain is unbroken: each span's parent is in the trace, up to saga.start.
+    expect(orphans(inTrace())).toEqual([]);
+  });
+
+  it('answers a duplicate in a trace of its own, with no workflow in it', async () => {
+    const cart = order();
+    const first = await client.start('order', cart);
+    expect((await client.result(first.workflowId)).outcome).toBe(SagaOutcome.COMPLETED);
+    exporter.reset();
+
+    const duplicate = await client.start('order', cart);
+    expect(duplicate.reservation.status).toBe('DUPLICATE');
+    const spans = exporter.getFinishedSpans();
+    const root = spans.find((s) => s.name === 'saga.start');
+    expect(root?.attributes).toMatchObject({ 'saga.answer': 'DUPLICATE', 'saga.started': false });
+    const inTrace = spans.filter((s) => s.spanContext().traceId === root!.spanContext().traceId);
+    expect(inTrace.filter((s) => /Workflow|Activity/.test(s.name)).map((s) => s.name)).toEqual([]);
+  });
+});
+
+/** Spans whose parent is not among `spans`, the root excepted. */
+function orphans(spans: ReadableSpan[]): string[] {
+  const ids = new Set(spans.map((s) => s.spanContext().spanId));
+  return spans.filter((s) => s.parentSpanId !== undefined && !ids.has(s.parentSpanId)).map((s) => s.name);
+}
+
+/** A span as an OTLP/HTTP JSON export carries it, with its process's service name. */
+interface ExportedSpan {
+  service: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Record<string, unknown>;
+}
+
+interface OtlpAttribute {
+  key: string;
+  value: Record<string, unknown>;
+}
+
+/** A collector of OTLP/HTTP JSON trace exports (POST /v1/traces), keeping every span it receives. */
+async function startCollector(): Promise<{ url: string; spans: ExportedSpan[]; close: () => Promise<void> }> {
+  const spans: ExportedSpan[] = [];
+  const flat = (attributes: OtlpAttribute[] = []) => Object.fromEntries(attributes.map((a) => [a.key, Object.values(a.value)[0]]));
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/traces') {
+        res.writeHead(404).end();
+        return;
+      }
+      const payload = JSON.parse(body) as {
+        resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: (Omit<ExportedSpan, 'service' | 'attributes'> & { attributes: OtlpAttribute[] })[] }[] }[];
+      };
+      for (const rs of payload.resourceSpans) {
+        const service = String(flat(rs.resource.attributes)['service.name']);
+        for (const ss of rs.scopeSpans) {
+          for (const s of ss.spans) spans.push({ ...s, parentSpanId: s.parentSpanId || undefined, service, attributes: flat(s.attributes) });
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    spans,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('traces across processes (OTLP/HTTP from the OTEL_* environment)', () => {
+  const CALLER = { id: 'tracing', token: 'tracing-test-token-0123456789' };
+  let collector: Awaited<ReturnType<typeof startCollector>>;
+  let serve: { child: ChildProcess; url: string; output: () => string };
+  let worker: Awaited<ReturnType<typeof startWorkerProcess>>;
+
+  beforeAll(async () => {
+    collector = await startCollector();
+    const otel = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      // Export within a tenth of a second of a span's end, so the test need not wait for the default 5 s.
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    };
+    worker = await startWorkerProcess(h.config, otel);
+    const serveConfig: Config = { ...h.config, serve: { ...h.config.serve, host: '127.0.0.1', port: 0, clients: [CALLER] } };
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'serve'], { cwd: ROOT, env: { ...envOf(serveConfig), ...otel }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const url = await eventually(async () => /serve: listening on (http:\S+)/.exec(output)?.[1], (u) => u !== undefined || child.exitCode !== null, 'saga serve to listen', 60_000);
+    if (!url) throw new Error(`saga serve exited:\n${output}`);
+    serve = { child, url, output: () => output };
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const child of [serve?.child, worker?.child]) {
+      if (!child || child.exitCode !== null) continue;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await collector?.close();
+  });
+
+  it('is one trace from the HTTP request to the last activity, through Redis, PostgreSQL and HTTP calls, with no saga data in it', async () => {
+    const cart = order();
+    const res = await fetch(`${serve.url}/v1/sagas/order`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CALLER.token}`, 'idempotency-key': randomUUID(), 'content-type': 'application/json' },
+      body: JSON.stringify(cart),
+    });
+    expect(res.status).toBe(201);
+    const { workflowId } = (await res.json()) as { workflowId: string };
+    expect((await h.client.result(workflowId)).outcome).toBe(SagaOutcome.COMPLETED);
+
+    const last = await eventually(
+      async () => collector.spans.find((s) => s.name === 'RunActivity:completeEntity' && s.attributes.temporalWorkflowId === workflowId),
+      (s) => s !== undefined,
+      'the last activity span at the collector',
+    );
+    const traceId = last!.traceId;
+    // The request's own span at saga serve is the trace's root.
+    const request = await eventually(
+      async () => collector.spans.find((s) => s.traceId === traceId && s.service === 'reservation-saga-serve' && s.kind === 2 && s.parentSpanId === undefined),
+      (s) => s !== undefined,
+      'the HTTP request span of saga serve',
+    );
+    expect(request!.attributes['http.method']).toBe('POST');
+    const inTrace = () => collector.spans.filter((s) => s.traceId === traceId);
+    const names = (service: string) => inTrace().filter((s) => s.service === service).map((s) => s.name);
+    // saga serve: the answer's span, the gate's reservation (Redis) and truth check (PostgreSQL), the workflow start.
+    await eventually(async () => names('reservation-saga-serve'), (n) => n.includes('saga.start') && n.includes('StartWorkflow:reservationSaga'), 'the spans of saga serve');
+    const serveSpans = inTrace().filter((s) => s.service === 'reservation-saga-serve');
+    expect(serveSpans.some((s) => s.attributes['db.system'] === 'redis')).toBe(true);
+    expect(serveSpans.some((s) => s.attributes['db.system'] === 'postgresql')).toBe(true);
+    // The worker: the workflow, each activity, and their Redis, PostgreSQL and HTTP (the payment provider) calls.
+    // (The workflow's span ends with the workflow, after its last activity's.)
+    const expected = ['RunWorkflow:reservationSaga', ...ORDER_ACTIVITIES.map((a) => `RunActivity:${a}`)];
+    await eventually(async () => names('reservation-saga-worker'), (n) => expected.every((e) => n.includes(e)), 'the spans of the worker');
+    const workerSpans = inTrace().filter((s) => s.service === 'reservation-saga-worker');
+    expect(workerSpans.some((s) => s.attributes['db.system'] === 'redis')).toBe(true);
+    expect(workerSpans.some((s) => s.attributes['db.system'] === 'postgresql')).toBe(true);
+    expect(workerSpans.some((s) => s.kind === 3 && String(s.attributes['url.full'] ?? s.attributes['http.url']).startsWith(h.config.paymentProvider.url))).toBe(true);
+    // No span of the saga started a trace of its own.
+    expect(collector.spans.filter((s) => s.attributes.temporalWorkflowId === workflowId && s.traceId !== traceId).map((s) => s.name)).toEqual([]);
+
+    // Nothing of the request's data in any span: not the customer, not the card.
+    const text = JSON.stringify(collector.spans);
+    expect(text).not.toContain(cart.customer);
+    expect(text).not.toContain(cart.payment.card);
+    // Redis spans name the command only: no key (an intent key), no argument (a session tag, a token).
+    for (const s of collector.spans.filter((s) => s.attributes['db.system'] === 'redis')) expect(String(s.attributes['db.statement'])).toMatch(/^[a-z]+$/);
+  });
+});
