@@ -13,6 +13,7 @@ import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
 import { httpLoad } from './http-load';
 import { machineInfo, startServices } from './lib/environment';
+import { observabilityOverhead } from './observability-overhead';
 import { parseOptions, type BenchmarkName } from './lib/options';
 import { Progress } from './lib/progress';
 import { renderReport, type BenchResult, type RunReport } from './lib/report';
@@ -36,6 +37,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'saga-throughput': sagaThroughput,
   'cli-latency': cliLatency,
   'http-load': httpLoad,
+  'observability-overhead': observabilityOverhead,
 };
 
 async function main(): Promise<number> {

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'observability-overhead'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -38,6 +38,8 @@ export interface Sizes {
   cli: { rounds: number; callsPerRound: number };
   /** HTTP load: requests in flight per case, and the length of a round (`rounds` of them per contender). */
   http: { concurrencies: number[]; roundMs: number };
+  /** Observability overhead: rounds, DUPLICATE requests in flight per case and a round's length, sagas in flight, per round and a round's bound. */
+  overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
 }
 
 const FULL: Sizes = {
@@ -58,6 +60,7 @@ const FULL: Sizes = {
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
   cli: { rounds: 5, callsPerRound: 3 },
   http: { concurrencies: [1, 64], roundMs: 3000 },
+  overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
 };
 
 const QUICK: Sizes = {
@@ -78,6 +81,7 @@ const QUICK: Sizes = {
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
   cli: { rounds: 2, callsPerRound: 1 },
   http: { concurrencies: [1, 64], roundMs: 500 },
+  overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
 };
 
 /** What the command line asked for. */

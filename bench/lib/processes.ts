@@ -20,14 +20,15 @@ export function workerEnv(config: Config): NodeJS.ProcessEnv {
 }
 
 /**
- * Starts `node --import tsx <script>` (a path from the project root) with `config`'s environment and
+ * Starts `node --import tsx <script>` (a path from the project root) with `config`'s environment (and
+ * `env` over it) and
  * resolves once it prints `worker: polling` on stderr; rejects with its output if it exits first or
  * takes longer than `readyTimeoutMs`.
  */
-export async function startWorkerProcess(script: string, config: Config, readyTimeoutMs = 120_000): Promise<WorkerProcess> {
+export async function startWorkerProcess(script: string, config: Config, readyTimeoutMs = 120_000, env: NodeJS.ProcessEnv = {}): Promise<WorkerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, script)], {
     cwd: PROJECT_ROOT,
-    env: workerEnv(config),
+    env: { ...workerEnv(config), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
