@@ -9,7 +9,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../src/config';
@@ -52,6 +52,15 @@ async function startSink(): Promise<{ url: string; requests: () => number; bytes
     bytes: () => bytes,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** A TCP port free on 127.0.0.1 right now. */
+async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
 
 /** A driver process and the requests it answers. */
@@ -121,18 +130,19 @@ export async function observabilityOverhead({ config, sizes, progress }: BenchCo
     redis: { ...config.redis, keyPrefix: `${config.redis.keyPrefix}obs${suffix}:` },
     db: { ...config.db, poolMax: 10 },
   });
-  const withMetrics = (suffix: string): Config => ({
+  const withMetrics = async (suffix: string): Promise<Config> => ({
     ...queue(suffix),
-    observability: { ...config.observability, metrics: { host: '127.0.0.1', port: 0 }, temporalMetricsAddress: '127.0.0.1:0' },
+    // The Temporal SDK's endpoint needs a real port (it does not say which one port 0 gave it).
+    observability: { ...config.observability, metrics: { host: '127.0.0.1', port: 0 }, temporalMetricsAddress: `127.0.0.1:${await freePort()}` },
   });
   const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', DRIVER_METRICS: 'true' };
   const setups: Setup[] = [
     { name: CONTENDERS.off, config: queue('off'), env: {} },
-    { name: CONTENDERS.metrics, config: withMetrics('metrics'), env: { DRIVER_METRICS: 'true' } },
+    { name: CONTENDERS.metrics, config: await withMetrics('metrics'), env: { DRIVER_METRICS: 'true' } },
     // Instrumented and propagating, recording nothing: what tracing costs before a span is kept.
-    { name: CONTENDERS.unsampled, config: withMetrics('unsampled'), env: { ...otel, OTEL_TRACES_SAMPLER: 'always_off' } },
-    { name: CONTENDERS.sampled, config: withMetrics('sampled'), env: { ...otel, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(SAMPLE_RATIO) } },
-    { name: CONTENDERS.traces, config: withMetrics('traces'), env: otel },
+    { name: CONTENDERS.unsampled, config: await withMetrics('unsampled'), env: { ...otel, OTEL_TRACES_SAMPLER: 'always_off' } },
+    { name: CONTENDERS.sampled, config: await withMetrics('sampled'), env: { ...otel, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(SAMPLE_RATIO) } },
+    { name: CONTENDERS.traces, config: await withMetrics('traces'), env: otel },
   ];
   const rows: Row[] = [];
   try {
