@@ -68,9 +68,45 @@ export function childrenNamed(prefix: string): Selector {
   return (all) => treesOf(() => [process.pid])(all).filter((p) => p.pid !== process.pid && p.comm.startsWith(prefix));
 }
 
+/** Descendants of this process whose command name is exactly `comm` (the dev server `temporal`, not `temporal-server`). */
+export function childrenCalled(comm: string): Selector {
+  return (all) => childrenNamed(comm)(all).filter((p) => p.comm === comm);
+}
+
+/** The database a PostgreSQL backend serves, from its process title (`postgres: [cluster: ]user database host(port) state`). */
+function backendDatabase(pid: number): string | undefined {
+  try {
+    const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    return /^postgres: (?:\S+: )?\S+ (\S+) \S+\(\d+\)/.exec(title)?.[1];
+  } catch {
+    return undefined; // exited meanwhile
+  }
+}
+
+/**
+ * PostgreSQL processes (command name `postgres`) split by the database they serve: those whose
+ * database `matches` (`inside: true`), or all the others, background processes included (`inside: false`).
+ */
+export function postgresServing(matches: (database: string) => boolean, inside: boolean): Selector {
+  return (all) =>
+    named('postgres')(all).filter((p) => {
+      const database = backendDatabase(p.pid);
+      return (database !== undefined && matches(database)) === inside;
+    });
+}
+
 /** Every process whose command name is `comm` (e.g. all PostgreSQL backends, whoever they serve). */
 export function named(comm: string): Selector {
   return (all) => all.filter((p) => p.comm === comm);
+}
+
+/** CPU time of the whole machine so far (every core, every process: /proc/stat's busy time), ms. */
+function machineCpuMs(): number {
+  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user)
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  const busy = fields.reduce((a, b) => a + b, 0) - fields[3]! - fields[4]!;
+  return (busy / ticksPerSecond) * 1000;
 }
 
 async function redisCpuMs(redis: Redis): Promise<number> {
@@ -93,11 +129,16 @@ export class CpuMeter {
   readonly #redis: Redis | undefined;
   readonly #groups: Record<string, Selector>;
   readonly #proc = process.platform === 'linux' && existsSync('/proc/self/stat');
+  readonly #machine: boolean;
 
-  /** `redis`: measure that server (as "redis"); `groups`: process trees to measure (Linux only). */
-  constructor(redis: Redis | undefined, groups: Record<string, Selector> = {}) {
+  /**
+   * `redis`: measure that server (as "redis"); `groups`: process trees to measure (Linux only);
+   * `machine`: also the whole machine's CPU time (as "machine", Linux only), whoever used it.
+   */
+  constructor(redis: Redis | undefined, groups: Record<string, Selector> = {}, { machine = false }: { machine?: boolean } = {}) {
     this.#redis = redis;
     this.#groups = groups;
+    this.#machine = machine;
   }
 
   async #read(): Promise<Reading> {
@@ -105,6 +146,7 @@ export class CpuMeter {
     const reading: Reading = { totals: { bench: (usage.user + usage.system) / 1000 }, procs: {} };
     if (this.#redis) reading.totals.redis = await redisCpuMs(this.#redis);
     if (this.#proc) {
+      if (this.#machine) reading.totals.machine = machineCpuMs();
       const all = readProcs();
       for (const [name, select] of Object.entries(this.#groups)) reading.procs[name] = new Map(select(all).map((p) => [p.pid, p.cpuMs]));
     }
