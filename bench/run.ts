@@ -23,6 +23,7 @@ import { keyGrowth } from './key-growth';
 import { redisMemory } from './redis-memory';
 import { rmsReserve } from './rms-reserve';
 import { sagaThroughput } from './saga-throughput';
+import { scaleOut } from './scale-out';
 
 /** Results folder (git-ignored). */
 const RESULTS_DIR = path.join(PROJECT_ROOT, 'bench/results');
@@ -36,6 +37,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'saga-throughput': sagaThroughput,
   'cli-latency': cliLatency,
   'http-load': httpLoad,
+  'scale-out': scaleOut,
 };
 
 async function main(): Promise<number> {
