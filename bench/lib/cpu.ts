@@ -100,13 +100,16 @@ export function named(comm: string): Selector {
   return (all) => all.filter((p) => p.comm === comm);
 }
 
-/** CPU time of the whole machine so far (every core, every process: /proc/stat's busy time), ms. */
+/**
+ * CPU time of the whole machine so far (every core, every process, interrupts included: /proc/stat's
+ * user + nice + system + irq + softirq), ms. Steal (a hypervisor running someone else) is not this
+ * machine's work and is left out, as are idle and iowait.
+ */
 function machineCpuMs(): number {
   ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
   // cpu  user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user)
-  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
-  const busy = fields.reduce((a, b) => a + b, 0) - fields[3]! - fields[4]!;
-  return (busy / ticksPerSecond) * 1000;
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return ((user + nice + system + irq + softirq) / ticksPerSecond) * 1000;
 }
 
 async function redisCpuMs(redis: Redis): Promise<number> {
