@@ -14,6 +14,8 @@ interface Proc {
   comm: string;
   /** User + system CPU time so far, ms. */
   cpuMs: number;
+  /** User + system CPU time of its children that exited and were waited for (cutime + cstime), ms. */
+  reapedMs: number;
 }
 
 /** Picks the processes of a component out of all of them. */
@@ -40,6 +42,7 @@ function readProcs(): Proc[] {
       comm: stat.slice(stat.indexOf('(') + 1, close),
       ppid: Number(fields[1]),
       cpuMs: ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000,
+      reapedMs: ((Number(fields[13]) + Number(fields[14])) / ticksPerSecond) * 1000,
     });
   }
   return procs;
@@ -95,6 +98,17 @@ export function postgresServing(matches: (database: string) => boolean, inside: 
     });
 }
 
+/**
+ * PostgreSQL's postmaster (the `postgres` process whose parent is not one): with `reaped` in
+ * {@link CpuMeter}, the CPU of backends that exited meanwhile, which no reading of live processes sees.
+ */
+export function postmaster(): Selector {
+  return (all) => {
+    const pids = new Set(named('postgres')(all).map((p) => p.pid));
+    return named('postgres')(all).filter((p) => !pids.has(p.ppid));
+  };
+}
+
 /** Every process whose command name is `comm` (e.g. all PostgreSQL backends, whoever they serve). */
 export function named(comm: string): Selector {
   return (all) => all.filter((p) => p.comm === comm);
@@ -133,15 +147,23 @@ export class CpuMeter {
   readonly #groups: Record<string, Selector>;
   readonly #proc = process.platform === 'linux' && existsSync('/proc/self/stat');
   readonly #machine: boolean;
+  readonly #reaped: Record<string, Selector>;
 
   /**
    * `redis`: measure that server (as "redis"); `groups`: process trees to measure (Linux only);
-   * `machine`: also the whole machine's CPU time (as "machine", Linux only), whoever used it.
+   * `machine`: also the whole machine's CPU time (as "machine", Linux only), whoever used it;
+   * `reaped`: the CPU of the selected processes' children that exited meanwhile (e.g. PostgreSQL
+   * backends, through the postmaster), by name.
    */
-  constructor(redis: Redis | undefined, groups: Record<string, Selector> = {}, { machine = false }: { machine?: boolean } = {}) {
+  constructor(
+    redis: Redis | undefined,
+    groups: Record<string, Selector> = {},
+    { machine = false, reaped = {} }: { machine?: boolean; reaped?: Record<string, Selector> } = {},
+  ) {
     this.#redis = redis;
     this.#groups = groups;
     this.#machine = machine;
+    this.#reaped = reaped;
   }
 
   async #read(): Promise<Reading> {
@@ -152,6 +174,7 @@ export class CpuMeter {
       if (this.#machine) reading.totals.machine = machineCpuMs();
       const all = readProcs();
       for (const [name, select] of Object.entries(this.#groups)) reading.procs[name] = new Map(select(all).map((p) => [p.pid, p.cpuMs]));
+      for (const [name, select] of Object.entries(this.#reaped)) reading.procs[name] = new Map(select(all).map((p) => [p.pid, p.reapedMs]));
     }
     return reading;
   }
