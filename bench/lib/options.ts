@@ -113,7 +113,7 @@ export interface Options {
 }
 
 const USAGE = `usage: npm run bench -- [--quick] [--json FILE] [--only NAME[,NAME...]]
-  --quick        a smoke run (about 2 minutes), smaller rounds; no thresholds are enforced
+  --quick        a smoke run (about 3 minutes), smaller rounds; no thresholds are enforced
   --json FILE    also write the JSON results to FILE (always written to bench/results/results.json)
   --only NAMES   run only these benchmarks: ${BENCHMARKS.join(', ')}`;
 
