@@ -120,7 +120,7 @@ interface Setup {
 }
 
 /** Runs benchmark 9. */
-export async function observabilityOverhead({ config, sizes, progress }: BenchContext): Promise<BenchResult> {
+export async function observabilityOverhead({ config, sizes, progress, onCleanup }: BenchContext): Promise<BenchResult> {
   const { rounds, duplicateConcurrencies, duplicateRoundMs, sagaInFlight, sagasPerRound, sagaRoundMs } = sizes.overhead;
   const sink = await startSink();
   const redis = createRedis(config.redis) as Redis;
@@ -145,11 +145,18 @@ export async function observabilityOverhead({ config, sizes, progress }: BenchCo
     { name: CONTENDERS.traces, config: await withMetrics('traces'), env: otel },
   ];
   const rows: Row[] = [];
+  // Also on Ctrl-C: the processes of every set-up, and the collector.
+  const stopAll = async () => {
+    await Promise.allSettled(setups.flatMap((s) => [s.driver?.stop() ?? Promise.resolve(), s.worker?.stop() ?? Promise.resolve()]));
+    redis.disconnect();
+    await sink.close().catch(() => undefined);
+  };
+  onCleanup(stopAll);
   try {
     progress.update('observability-overhead: starting a worker and a driver process per set-up');
     await Promise.all(
       setups.map(async (s) => {
-        s.worker = await startWorkerProcess('src/worker.ts', s.config, 120_000, s.env);
+        s.worker = await startWorkerProcess('src/worker.ts', s.config, { env: s.env });
         s.driver = await startDriver({ ...workerEnv(s.config), ...s.env });
         s.meter = new CpuMeter(redis, {
           temporal: childrenNamed('temporal'),
@@ -185,9 +192,7 @@ export async function observabilityOverhead({ config, sizes, progress }: BenchCo
     );
     rows.push(...rowsOf(sagaCase, CONTENDERS.off, await runRounds(sagaContenders, rounds, progress, `observability-overhead ${sagaCase}`)));
   } finally {
-    await Promise.allSettled(setups.flatMap((s) => [s.driver?.stop() ?? Promise.resolve(), s.worker?.stop() ?? Promise.resolve()]));
-    redis.disconnect();
-    await sink.close();
+    await stopAll();
   }
   // Traces really went out: the set-ups that sample exported to the sink.
   if (sink.requests() === 0) throw new Error('observability-overhead: no trace export reached the collector; tracing was not on');

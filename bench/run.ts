@@ -24,6 +24,7 @@ import { keyGrowth } from './key-growth';
 import { redisMemory } from './redis-memory';
 import { rmsReserve } from './rms-reserve';
 import { sagaThroughput } from './saga-throughput';
+import { scaleOut } from './scale-out';
 
 /** Results folder (git-ignored). */
 const RESULTS_DIR = path.join(PROJECT_ROOT, 'bench/results');
@@ -38,6 +39,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'cli-latency': cliLatency,
   'http-load': httpLoad,
   'observability-overhead': observabilityOverhead,
+  'scale-out': scaleOut,
 };
 
 async function main(): Promise<number> {
@@ -47,24 +49,31 @@ async function main(): Promise<number> {
   const t0 = performance.now();
   const services = await startServices(progress);
   const workers = new WorkerFleet(services.config, progress);
+  // What benchmarks started besides the harness's services (see BenchContext.onCleanup).
+  const cleanups: (() => Promise<void>)[] = [];
+  const runCleanups = async () => {
+    for (const close of cleanups.splice(0).reverse()) await close().catch((err: unknown) => progress.log(`bench: cleanup: ${String(err)}`));
+  };
   let interrupted = false;
+  // `on`, not `once`: under `npx tsx` a Ctrl-C arrives twice (from the terminal, and relayed by tsx), and
+  // a second signal without a listener would end the process in the middle of its cleanup.
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) return;
     interrupted = true;
     progress.log(`bench: ${signal}: cleaning up`);
-    void workers
-      .stopAll()
+    void runCleanups()
+      .then(() => workers.stopAll())
       .finally(() => services.close())
       .finally(() => process.exit(130));
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   const benchmarks: BenchResult[] = [];
   let machine;
   try {
     machine = await machineInfo(services.config, services.temporalCli);
-    const ctx: BenchContext = { config: services.config, sizes: options.sizes, progress, workers };
+    const ctx: BenchContext = { config: services.config, sizes: options.sizes, progress, workers, onCleanup: (close) => void cleanups.push(close) };
     for (const name of options.only) {
       const start = os.loadavg()[0]!;
       const result = await RUNNERS[name](ctx);
@@ -72,6 +81,7 @@ async function main(): Promise<number> {
     }
   } finally {
     progress.update('cleaning up (worker processes, dev server, database, Redis keys)');
+    await runCleanups();
     await workers.stopAll().catch((err: unknown) => progress.log(`bench: stopping workers: ${String(err)}`));
     await services.close();
     progress.done();

@@ -6,13 +6,10 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../src/rms';
 import { orderSaga } from '../src/sagas';
-import { SagaOutcome } from '../src/shared';
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
-import { closedLoop, timed } from './lib/load';
-import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
-import { latencyPercentiles } from './lib/stats';
-import { connectClients, freshOrder } from './lib/temporal-load';
+import { cpuNote, figureOf, formatRatio, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { rowsOf, runRounds, type BenchContext } from './lib/rounds';
+import { closedLoopContender, completeOrderSaga, connectClients } from './lib/temporal-load';
 import { noopActivitiesWorkflow } from './workflows';
 
 /**
@@ -39,34 +36,15 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
     for (const count of workerCounts) {
       await workers.scaleTo(count);
       const caseName = `${count} worker process${count === 1 ? '' : 'es'}`;
-      /** A contender: `complete` runs one workflow to its end. */
-      const contender = (name: string, complete: () => Promise<void>): Contender => ({
-        name,
-        run: async ({ warmup }) => {
-          const stop = await meter.start();
-          const r = await closedLoop({
-            concurrency: inFlight,
-            durationMs: roundMs,
-            maxOps: warmup ? inFlight : perRound,
-            op: async () => (await timed(complete)).ms,
-          });
-          const usage = await stop();
-          const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'ms');
-        },
-      });
-      const bare = contender(CONTENDERS.bare, async () => {
+      const load = { inFlight, perRound, roundMs };
+      const bare = closedLoopContender(CONTENDERS.bare, meter, load, async () => {
         await client.workflow.execute(noopActivitiesWorkflow, {
           taskQueue: workers.bareConfig.temporal.taskQueue,
           workflowId: `bench-bare-${randomUUID()}`,
           args: [SAGA_ACTIVITIES, SAGA_LOCAL_ACTIVITIES],
         });
       });
-      const saga = contender(CONTENDERS.saga, async () => {
-        const started = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
-        const state = await sagas.result(started.workflowId);
-        if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`saga-throughput: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
-      });
+      const saga = closedLoopContender(CONTENDERS.saga, meter, load, () => completeOrderSaga(sagas, 'saga-throughput'));
       rows.push(...rowsOf(caseName, CONTENDERS.bare, await runRounds([bare, saga], sizes.sagas.rounds, progress, `saga-throughput ${caseName}`)));
     }
   } finally {

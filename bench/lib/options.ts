@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'observability-overhead'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -38,6 +38,23 @@ export interface Sizes {
   cli: { rounds: number; callsPerRound: number };
   /** HTTP load: requests in flight per case, and the length of a round (`rounds` of them per contender). */
   http: { concurrencies: number[]; roundMs: number };
+  /**
+   * Scale-out: saga throughput's loop (`rounds`, `perRound`, `inFlight`, `roundMs`) at each count of
+   * saga worker processes, on the dev server and on a real Temporal server; `workerPoolMax`: the
+   * PostgreSQL pool of each worker process (DB_POOL_MAX), `clientPoolMax` that of each SagaClient;
+   * `realServer`: `build` builds the server's binaries when missing (scripts/ensure-temporal-server,
+   * minutes once), `if-built` leaves the real server out, saying so, when they are missing.
+   */
+  scaleOut: {
+    rounds: number;
+    workerCounts: number[];
+    perRound: number;
+    inFlight: number;
+    roundMs: number;
+    workerPoolMax: number;
+    clientPoolMax: number;
+    realServer: 'build' | 'if-built';
+  };
   /** Observability overhead: rounds, DUPLICATE requests in flight per case and a round's length, sagas in flight, per round and a round's bound. */
   overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
 }
@@ -60,6 +77,8 @@ const FULL: Sizes = {
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
   cli: { rounds: 5, callsPerRound: 3 },
   http: { concurrencies: [1, 64], roundMs: 3000 },
+  // Two servers × three counts × (warm-up + 3 rounds): 100 sagas a round (about 5 s on an idle machine), at most 20 s.
+  scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build' },
   overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
 };
 
@@ -81,6 +100,9 @@ const QUICK: Sizes = {
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
   cli: { rounds: 2, callsPerRound: 1 },
   http: { concurrencies: [1, 64], roundMs: 500 },
+  // A smoke run: 1 and 4 processes only, one saga per lane a round (like the warm-up); most of it is
+  // starting 2 × 4 worker processes, each bundling the workflow code.
+  scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built' },
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
 };
 
@@ -95,7 +117,7 @@ export interface Options {
 }
 
 const USAGE = `usage: npm run bench -- [--quick] [--json FILE] [--only NAME[,NAME...]]
-  --quick        a smoke run (about 2 minutes), smaller rounds; no thresholds are enforced
+  --quick        a smoke run (about 3 minutes), smaller rounds; no thresholds are enforced
   --json FILE    also write the JSON results to FILE (always written to bench/results/results.json)
   --only NAMES   run only these benchmarks: ${BENCHMARKS.join(', ')}`;
 

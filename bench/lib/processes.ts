@@ -21,11 +21,15 @@ export function workerEnv(config: Config): NodeJS.ProcessEnv {
 
 /**
  * Starts `node --import tsx <script>` (a path from the project root) with `config`'s environment (and
- * `env` over it) and
- * resolves once it prints `worker: polling` on stderr; rejects with its output if it exits first or
- * takes longer than `readyTimeoutMs`.
+ * `env` over it) and resolves once it prints `worker: polling` on stderr; rejects with its output if it exits first or
+ * takes longer than `readyTimeoutMs`, or when `signal` aborts (it is stopped first in every case).
  */
-export async function startWorkerProcess(script: string, config: Config, readyTimeoutMs = 120_000, env: NodeJS.ProcessEnv = {}): Promise<WorkerProcess> {
+export async function startWorkerProcess(
+  script: string,
+  config: Config,
+  options: { readyTimeoutMs?: number; signal?: AbortSignal; env?: NodeJS.ProcessEnv } = {},
+): Promise<WorkerProcess> {
+  const { readyTimeoutMs = 120_000, signal, env = {} } = options;
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, script)], {
     cwd: PROJECT_ROOT,
     env: { ...workerEnv(config), ...env },
@@ -55,6 +59,9 @@ export async function startWorkerProcess(script: string, config: Config, readyTi
           resolve();
         }
       });
+      // Stopped while starting (Ctrl-C while it bundles): it is not anyone's to stop yet, so it stops here.
+      signal?.addEventListener('abort', () => reject(new Error(`${script}: stopped while starting`)), { once: true });
+      if (signal?.aborted) reject(new Error(`${script}: stopped while starting`));
       void exited.then(() => {
         clearTimeout(timer);
         reject(new Error(`${script} exited (${child.exitCode ?? child.signalCode}) before polling:\n${output}`));

@@ -14,6 +14,13 @@ export interface BenchContext {
   progress: Progress;
   /** Worker processes for the Temporal benchmarks, started on demand and stopped by the harness. */
   workers: WorkerFleet;
+  /**
+   * Registers what a benchmark must take down besides the harness's services (its own Temporal
+   * server, worker fleets): run, last registered first, when the run ends or is interrupted (Ctrl-C),
+   * before the worker processes and services. A benchmark also takes them down itself when it ends;
+   * each must be safe to call twice.
+   */
+  onCleanup: (close: () => Promise<void>) => void;
 }
 
 /** One round's figures of one contender, by metric. */

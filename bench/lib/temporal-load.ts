@@ -1,9 +1,20 @@
-/** Helpers of the Temporal benchmarks: a client on the run's dev server, order inputs, bounded waits, visibility counts. */
+/**
+ * Helpers of the Temporal benchmarks: a client on the run's dev server, order inputs, the closed loop
+ * of completed workflows (saga-throughput, scale-out), bounded waits, visibility counts.
+ */
 import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { SagaClient } from '../../src/client';
 import type { OrderInput } from '../../src/sagas';
+import { SagaOutcome } from '../../src/shared';
+import type { CpuMeter } from './cpu';
+import { closedLoop, timed } from './load';
+import { withCpu } from './report';
+import type { Contender } from './rounds';
+import { latencyPercentiles } from './stats';
 import type { WorkerFleet } from './workers';
 
 /**
@@ -19,6 +30,49 @@ export async function connectClients(workers: WorkerFleet): Promise<{ client: Cl
 /** A new order that succeeds: its own customer (so its own intent), one widget, a card that is charged. */
 export function freshOrder(): OrderInput {
   return { customer: `bench-${randomUUID()}`, items: [{ sku: 'widget', quantity: 1, priceCents: 1000 }], payment: { card: '4242424242424242' } };
+}
+
+/** Starts one order saga through the gate (`SagaClient.start`) and waits for it to end COMPLETED; anything else throws, naming `label`. */
+export async function completeOrderSaga(sagas: SagaClient, label: string): Promise<void> {
+  const started = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
+  const state = await sagas.result(started.workflowId);
+  if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
+}
+
+/** The load of a closed loop of workflows: how many in flight, how many per round, how long a round may last. */
+export interface WorkflowLoad {
+  inFlight: number;
+  perRound: number;
+  roundMs: number;
+}
+
+/**
+ * A contender that keeps `load.inFlight` workflows in flight, each started as soon as one ends
+ * (`complete` runs one to its end), `load.perRound` per round (one per lane in the warm-up). Its
+ * figures: throughput (completed/s), p50/p99 (ms, start to end of one workflow), CPU ms per workflow
+ * by component of `meter`, and, when the meter reads the machine's CPU, `busy`: the machine's CPU
+ * time over the round's wall time on all cores, in per cent.
+ */
+export function closedLoopContender(name: string, meter: CpuMeter, load: WorkflowLoad, complete: () => Promise<void>): Contender {
+  return {
+    name,
+    run: async ({ warmup }) => {
+      const stop = await meter.start();
+      const t0 = performance.now();
+      const r = await closedLoop({
+        concurrency: load.inFlight,
+        durationMs: load.roundMs,
+        maxOps: warmup ? load.inFlight : load.perRound,
+        op: async () => (await timed(complete)).ms,
+      });
+      const wallMs = performance.now() - t0;
+      const usage = await stop();
+      const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
+      const figures: Record<string, number> = { throughput: r.throughput, p50, p99 };
+      if (usage.machine !== undefined) figures.busy = (usage.machine / (wallMs * os.cpus().length)) * 100;
+      return withCpu(figures, usage, r.ops, 'ms');
+    },
+  };
 }
 
 /** Waits for `promises`, or rejects naming `what` after `timeoutMs`. */

@@ -1,0 +1,278 @@
+/**
+ * Benchmark 9: scale-out. Completed `order` sagas per second with 1, 2 and 4 saga worker processes, on
+ * the run's dev server and on a real Temporal server the benchmark starts itself (PostgreSQL, 4 history
+ * shards: the stack's config), in one run: saga-throughput's closed loop, and CPU by process to say
+ * where the time goes (on 2 cores the machine is the ceiling).
+ */
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import pg from 'pg';
+import { SagaClient } from '../src/client';
+import type { Config } from '../src/config';
+import { createRedis } from '../src/rms';
+import { CpuMeter, childrenCalled, postgresServing, postmaster, treesOf } from './lib/cpu';
+import { formatNumber, formatRatio, roundRatio, type BenchResult, type Figure, type Row } from './lib/report';
+import { runRounds, type BenchContext, type Contender, type RoundFigures } from './lib/rounds';
+import { spread } from './lib/stats';
+import { closedLoopContender, completeOrderSaga } from './lib/temporal-load';
+import { serverBinaries, startRealServer, type RealServer } from './lib/temporal-server';
+import { WorkerFleet } from './lib/workers';
+
+const DEV = 'dev server';
+const REAL = 'real server';
+
+/** The CPU components of the note, in print order: meter key → what it is. */
+const COMPONENTS: [string, string][] = [
+  ['dev', 'dev server'],
+  ['real', 'real server'],
+  ['devWorkers', 'saga workers (dev)'],
+  ['realWorkers', 'saga workers (real)'],
+  ['pgTemporal', 'PostgreSQL for the real server'],
+  ['pgRest', 'PostgreSQL, the rest'],
+  ['redis', 'Redis'],
+  ['bench', 'client + payment provider'],
+];
+
+function processes(count: number): string {
+  return `${count} worker process${count === 1 ? '' : 'es'}`;
+}
+
+/** `config` with its own task queue and Redis prefix under the run's, and small PostgreSQL pools. */
+function fleetConfig(config: Config, name: string, poolMax: number, temporal: Partial<Config['temporal']> = {}): Config {
+  return {
+    ...config,
+    temporal: { ...config.temporal, ...temporal, taskQueue: `${config.temporal.taskQueue}-${name}` },
+    redis: { ...config.redis, keyPrefix: `${config.redis.keyPrefix}${name}:` },
+    db: { ...config.db, poolMax },
+  };
+}
+
+/** Peak PostgreSQL connections: of the whole server, and of each of the run's databases. */
+interface ConnectionPeak {
+  total: number;
+  max: number;
+  byDatabase: Record<string, number>;
+}
+
+/** The most PostgreSQL connections seen at once (sampled every second): the run's share of max_connections. */
+function connectionSampler(config: Config, databasePrefix: string): { stop: () => Promise<ConnectionPeak> } {
+  // On the postgres database: the run's own is dropped WITH (FORCE) at the end, which would end this connection.
+  const url = new URL(config.db.url);
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString() });
+  client.on('error', () => undefined);
+  const peak: ConnectionPeak = { total: 0, max: 0, byDatabase: {} };
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const sample = async () => {
+    const { rows } = await client.query<{ datname: string | null; n: number }>(`select datname, count(*)::int as n from pg_stat_activity group by datname`);
+    peak.total = Math.max(peak.total, rows.reduce((a, r) => a + r.n, 0));
+    for (const r of rows) {
+      if (r.datname?.startsWith(databasePrefix)) peak.byDatabase[r.datname] = Math.max(peak.byDatabase[r.datname] ?? 0, r.n);
+    }
+  };
+  const ready = client.connect().then(async () => {
+    peak.max = Number((await client.query<{ max_connections: string }>('show max_connections')).rows[0]!.max_connections);
+    const tick = () => {
+      if (stopped) return;
+      void sample()
+        .catch(() => undefined)
+        .finally(() => {
+          if (!stopped) timer = setTimeout(tick, 1000);
+        });
+    };
+    tick();
+  });
+  return {
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await ready.catch(() => undefined);
+      await client.end().catch(() => undefined);
+      return peak;
+    },
+  };
+}
+
+/** Runs benchmark 9. */
+export async function scaleOut({ config, sizes, progress, workers, onCleanup }: BenchContext): Promise<BenchResult> {
+  const { rounds, workerCounts, perRound, inFlight, roundMs, workerPoolMax, clientPoolMax, realServer } = sizes.scaleOut;
+  const load = { inFlight, perRound, roundMs };
+  const timings: Record<string, number> = {};
+  // Earlier benchmarks' worker processes would poll, idle, beside the ones measured: stopped (a later benchmark scales them up again).
+  await workers.stopAll();
+
+  const binaries = serverBinaries(realServer === 'build');
+  let skipped: string | undefined;
+  if ('missing' in binaries) {
+    if (realServer === 'build') throw new Error(`scale-out: no Temporal server to measure: ${binaries.missing}`);
+    skipped = `the Temporal server's binaries are not built (${binaries.missing}): the real server's rows are left out of this run`;
+    progress.log(`scale-out: ${skipped}`);
+  }
+
+  const runDatabase = new URL(config.db.url).pathname.slice(1);
+  const devConfig = fleetConfig(config, 'scale-dev', workerPoolMax);
+  const devFleet = new WorkerFleet(devConfig, progress, { bare: false, label: 'on the dev server' });
+  onCleanup(() => devFleet.stopAll());
+  let real: RealServer | undefined;
+  let realFleet: WorkerFleet | undefined;
+  const clients: SagaClient[] = [];
+  const redis = createRedis(config.redis) as Redis;
+  const connections = connectionSampler(config, runDatabase);
+  onCleanup(async () => void (await connections.stop()));
+  const isTemporalDatabase = (database: string) => database === `${runDatabase}_temporal` || database === `${runDatabase}_visibility`;
+  const meter = new CpuMeter(
+    redis,
+    {
+      dev: childrenCalled('temporal'),
+      real: treesOf(() => (real ? [real.pid] : [])),
+      devWorkers: treesOf(() => devFleet.sagaPids),
+      realWorkers: treesOf(() => realFleet?.sagaPids ?? []),
+      pgTemporal: postgresServing(isTemporalDatabase, true),
+      pgRest: postgresServing(isTemporalDatabase, false),
+    },
+    // The real server's pools (maxIdleConns below maxConns) close and open backends all the time: their CPU is only seen once reaped.
+    { machine: true, reaped: { pgExited: postmaster() } },
+  );
+  const results = new Map<string, Map<number, RoundFigures[]>>([
+    [DEV, new Map()],
+    [REAL, new Map()],
+  ]);
+  const workerStarts: Record<string, number> = {};
+  let peak: ConnectionPeak = { total: 0, max: 0, byDatabase: {} };
+  try {
+    if (!('missing' in binaries)) {
+      const t0 = performance.now();
+      // The saga workers' task queue, for the purge schedule setup makes (as the stack's setup does for its workers).
+      const queue = `${config.temporal.taskQueue}-scale-real-saga`;
+      real = await startRealServer({ config: { ...config, temporal: { ...config.temporal, taskQueue: queue } }, progress, binaries, onCleanup });
+      timings.realServerTotal = performance.now() - t0;
+      realFleet = new WorkerFleet(fleetConfig(config, 'scale-real', workerPoolMax, { address: real.address, namespace: real.namespace }), progress, {
+        bare: false,
+        label: 'on the real server',
+      });
+      const fleet = realFleet;
+      onCleanup(() => fleet.stopAll());
+    }
+    const servers: { name: string; fleet: WorkerFleet }[] = [{ name: DEV, fleet: devFleet }, ...(realFleet ? [{ name: REAL, fleet: realFleet }] : [])];
+    const contenders: Contender[] = [];
+    for (const { name, fleet } of servers) {
+      const sagas = await SagaClient.connect({ ...fleet.sagaConfig, db: { ...fleet.sagaConfig.db, poolMax: clientPoolMax } });
+      clients.push(sagas);
+      contenders.push(closedLoopContender(name, meter, load, () => completeOrderSaga(sagas, `scale-out (${name})`)));
+    }
+
+    for (const count of workerCounts) {
+      // Both fleets grow together (their processes bundle the workflow code in parallel), then both are measured in every round.
+      const t0 = performance.now();
+      await Promise.all(servers.map((s) => s.fleet.scaleTo(count)));
+      workerStarts[processes(count)] = performance.now() - t0;
+      const byContender = await runRounds(contenders, rounds, progress, `scale-out ${processes(count)}`);
+      for (const [name, figures] of byContender) results.get(name)!.set(count, figures);
+    }
+  } finally {
+    peak = await connections.stop();
+    for (const c of clients) await c.close().catch(() => undefined);
+    redis.disconnect();
+    await realFleet?.stopAll();
+    await devFleet.stopAll();
+    await real?.close();
+  }
+
+  // Rows: a case per server, a row per worker count; the ratio of each figure is to the 1-worker row of
+  // the same server, as a ratio of medians (the counts ran minutes apart, so their rounds do not pair).
+  const COLUMNS = ['throughput', 'p50', 'p99'];
+  const rows: Row[] = [];
+  for (const [server, byCount] of results) {
+    const base = byCount.get(workerCounts[0]!);
+    for (const [count, figures] of byCount) {
+      const metrics = Object.keys(figures[0] ?? {});
+      rows.push({
+        case: server === DEV ? 'dev server' : `real server (${real?.version ?? ''}, PostgreSQL, 4 shards)`,
+        contender: processes(count),
+        baseline: count === workerCounts[0],
+        figures: metrics.map((metric): Figure => {
+          const f = spread(figures.map((r) => r[metric]!));
+          const b = base && count !== workerCounts[0] && COLUMNS.includes(metric) ? spread(base.map((r) => r[metric]!)) : undefined;
+          return b && b.median > 0 ? { metric, ...f, ratio: f.median / b.median } : { metric, ...f };
+        }),
+      });
+    }
+  }
+
+  const median = (server: string, count: number, metric: string) => {
+    const figures = results.get(server)?.get(count);
+    return figures ? spread(figures.map((r) => r[metric] ?? Number.NaN)).median : Number.NaN;
+  };
+  const notes: string[] = [];
+  // Real ÷ dev at the same count: both ran in every round, back to back, so those rounds pair.
+  if (results.get(REAL)!.size > 0) {
+    const parts = workerCounts.map((count) => {
+      const r = results.get(REAL)!.get(count)!;
+      const d = results.get(DEV)!.get(count)!;
+      return `${count}: ${formatRatio(roundRatio(spread(r.map((x) => x.throughput!)), spread(d.map((x) => x.throughput!))))}`;
+    });
+    notes.push(`Real server ÷ dev server, completed/s at the same number of worker processes (median of the per-round ratios; both ran back to back in every round): ${parts.join(', ')}.`);
+  }
+  const cores = os.cpus().length;
+  for (const [server] of results) {
+    for (const count of results.get(server)!.keys()) {
+      const parts = COMPONENTS.map(([key, label]) => ({ label, ms: median(server, count, `cpu:${key}`) })).filter((p) => Number.isFinite(p.ms));
+      const ours = parts.reduce((a, p) => a + p.ms, 0);
+      const machine = median(server, count, 'cpu:machine');
+      const top = [...parts].sort((a, b) => b.ms - a.ms)[0];
+      const throughput = median(server, count, 'throughput');
+      notes.push(
+        `Where the time goes, ${server}, ${processes(count)}: CPU ms per completed saga (median of rounds): ` +
+          `${parts.map((p) => `${p.label} ${formatNumber(p.ms, 1)}`).join(', ')}; ours ${formatNumber(ours, 1)}; ` +
+          `PostgreSQL backends that exited during the round, of any database (not in the figures before) ${formatNumber(median(server, count, 'cpu:pgExited'), 1)}; ` +
+          `the whole machine ${formatNumber(machine, 1)} (the rest is other work on the machine). The machine was ${formatNumber(median(server, count, 'busy'), 0)}% busy on ${cores} cores; ` +
+          `${cores} cores ÷ ${formatNumber(ours, 1)} ms = ${formatNumber((cores * 1000) / ours, 1)} sagas/s if nothing else ran, against ${formatNumber(throughput, 1)} measured; ` +
+          `the largest share: ${top ? `${top.label} (${formatNumber((top.ms / ours) * 100, 0)}%)` : 'n/a'}.`,
+      );
+    }
+  }
+  const seconds = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${formatNumber(ms / 1000, 1)} s`);
+  notes.push(
+    `Start-up, wall time: ` +
+      (real
+        ? `the real server ${seconds(timings.realServerTotal)} (databases by temporal-sql-tool ${seconds(real.timings.databases)}, until it answered ${seconds(real.timings.server)}, saga setup ${seconds(real.timings.setup)}); `
+        : '') +
+      `worker processes (both servers' fleets at once, each process bundling the workflow code) ${Object.entries(workerStarts)
+        .map(([k, v]) => `to ${k} ${seconds(v)}`)
+        .join(', ')}. ` +
+      `Peak PostgreSQL connections (sampled every second): ${peak.total} of max_connections ${peak.max} on the whole server; ` +
+      `${Object.entries(peak.byDatabase)
+        .map(([database, n]) => `${database} ${n}`)
+        .join(', ')}.`,
+  );
+  if (skipped) notes.push(`Left out: ${skipped}.`);
+
+  return {
+    name: 'scale-out',
+    title: '9. Scale-out: completed order sagas per second by worker processes, dev server and real server',
+    baseline: `1 saga worker process on the same server (each server's ratios: median ÷ median of its 1-process row; the counts run one after the other, minutes apart)`,
+    method:
+      `saga-throughput's closed loop and saga contender: ${inFlight} order sagas in flight from one SagaClient per server, each started through the gate as soon as one ends, ${perRound} per round, each must end COMPLETED; ` +
+      `at each count (${workerCounts.join(', ')}) both servers' fleets of src/worker.ts processes (under tsx, DB_POOL_MAX=${workerPoolMax}; SagaClient pool ${clientPoolMax}) are scaled up together, then every round runs both servers back to back, in alternating order. ` +
+      `Dev server: the run's (temporal server start-dev, in-memory SQLite). Real server: go.temporal.io/server ${real?.version ?? '(left out)'} started by the benchmark from scripts/ensure-temporal-server's binaries with stack/temporal/stack.yaml ` +
+      `(every service in one process, 4 history shards, small pools; one task-queue partition) on databases of the run's own (made by temporal-sql-tool, dropped WITH (FORCE)), namespace and search attributes by saga setup. ` +
+      `Both fleets stay up while the other server is measured (idle pollers; their CPU is in the notes). CPU by process from /proc: the two servers, the fleets' process trees, PostgreSQL backends by database, Redis (INFO cpu), this process (the client and the payment provider), and the whole machine (/proc/stat).`,
+    columns: [
+      { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
+      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 0 },
+      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 0 },
+    ],
+    rows,
+    targets: [],
+    chartMetric: 'throughput',
+    notes,
+    details: {
+      settings: sizes.scaleOut,
+      timingsMs: { ...timings, realServer: real?.timings, workerStarts },
+      realServer: real ? { version: real.version, address: real.address, databases: real.databases } : { skipped },
+      peakConnections: peak,
+    },
+  };
+}
