@@ -6,9 +6,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+import { PROJECT_ROOT } from '../paths';
 
-/** `lua/` at the repository root, from `src/rms/` and from `dist/rms/` alike. */
-const LUA_DIR = path.resolve(__dirname, '../../lua');
+/** `lua/` at the repository root, from the sources and from dist/src/ alike. */
+const LUA_DIR = path.join(PROJECT_ROOT, 'lua');
 
 /** Each script: its file, its key count, and whether it only reads. */
 const SCRIPTS = {
