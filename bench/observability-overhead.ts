@@ -9,12 +9,13 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../src/config';
 import { PROJECT_ROOT } from '../src/paths';
 import { createRedis } from '../src/rms';
+import { freePort } from '../scripts/demo/stack';
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import type { DriverLoad, DriverReply } from './lib/driver';
 import { startWorkerProcess, workerEnv, type WorkerProcess } from './lib/processes';
@@ -52,15 +53,6 @@ async function startSink(): Promise<{ url: string; requests: () => number; bytes
     bytes: () => bytes,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-}
-
-/** A TCP port free on 127.0.0.1 right now. */
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A driver process and the requests it answers. */
@@ -109,7 +101,7 @@ async function startDriver(env: NodeJS.ProcessEnv): Promise<Driver> {
   };
 }
 
-/** One set-up: its config, its worker process and driver process (started by {@link start}). */
+/** One set-up: its config and environment, and once started its worker process, driver process and CPU meter. */
 interface Setup {
   name: string;
   config: Config;
@@ -119,7 +111,7 @@ interface Setup {
   meter?: CpuMeter;
 }
 
-/** Runs benchmark 9. */
+/** Runs benchmark 10. */
 export async function observabilityOverhead({ config, sizes, progress, onCleanup }: BenchContext): Promise<BenchResult> {
   const { rounds, duplicateConcurrencies, duplicateRoundMs, sagaInFlight, sagasPerRound, sagaRoundMs } = sizes.overhead;
   const sink = await startSink();

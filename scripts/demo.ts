@@ -14,7 +14,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Command } from 'commander';
 import { SagaClient } from '../src/client';
@@ -24,7 +23,7 @@ import { Rms } from '../src/rms';
 import { createRedis } from '../src/rms/connection';
 import { formatTable, gateReport } from './demo/report';
 import { runScenario, type DemoRow } from './demo/scenario';
-import { ROOT, devUp, startWorker, temporalCli, type DevStack, type WorkerProcess } from './demo/stack';
+import { ROOT, devUp, freePort, startWorker, temporalCli, type DevStack, type WorkerProcess } from './demo/stack';
 
 /** The demo's short timings, unless the environment sets them. */
 const DEMO_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '500', HEARTBEAT_TIMEOUT_MS: '1500' };
@@ -61,15 +60,6 @@ const started = Date.now();
 function say(line: string): void {
   const t = `+${((Date.now() - started) / 1000).toFixed(1)}s`.padStart(7);
   process.stdout.write(line ? `${t}  ${line}\n` : '\n');
-}
-
-/** A port free right now on 127.0.0.1 (for the Temporal SDK's metrics, which cannot take port 0 and say which it chose). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** The worker's metrics endpoints, as it said at start: its own (METRICS_ADDRESS) and the Temporal SDK's (TEMPORAL_METRICS_ADDRESS). */
@@ -172,6 +162,7 @@ async function main(): Promise<number> {
   try {
     stack = await devUp(env);
     // Its metrics on ports of its own, unless the environment names them.
+    // The Temporal SDK's metrics need a real port: it cannot take port 0 and say which it chose.
     const workerEnv = { METRICS_ADDRESS: '127.0.0.1:0', TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${await freePort()}`, ...env };
     worker = await startWorker(workerEnv, path.join(dataDir, 'demo-worker.log'));
     say(`worker started (pid ${worker.pid}, task queue ${config.temporal.taskQueue}); its log: ${worker.logPath}`);

@@ -12,7 +12,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Config } from './config';
 import type { SagaClient, StartedSaga } from './client';
 import type { SagaState } from './shared';
-import { tracingRequested } from './tracing/env';
+import { startTracingIfRequested } from './tracing/env';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -398,7 +398,7 @@ function serviceName(argv: string[]): string {
  * ioredis, pg or the HTTP server, so that they are instrumented; flushed before the exit).
  */
 async function main(argv: string[]): Promise<number> {
-  const tracing = tracingRequested() ? (await import('./tracing/sdk.js')).startTracing({ serviceName: serviceName(argv) }) : undefined;
+  const tracing = await startTracingIfRequested(serviceName(argv));
   try {
     return await run(argv);
   } finally {

@@ -23,7 +23,7 @@ import { PROJECT_ROOT } from './paths';
 import { sagaTypesFor, type SagaTypes } from './sagas';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
-import { activeTracing, tracingRequested } from './tracing';
+import { activeTracing, startTracingIfRequested, type Tracing } from './tracing';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
@@ -46,6 +46,20 @@ export const TRACED_WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflo
 
 /** Attempts of a compensation, for sagas started without timings. */
 export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
+
+/**
+ * What a worker that traces adds: spans for each activity (a child of the workflow's), the workflow
+ * interceptor modules, and the sink that hands the workflow's spans, made in the sandbox, to the
+ * process's exporters.
+ */
+async function tracingParts(tracing: Tracing) {
+  const otel = await import('@temporalio/interceptors-opentelemetry');
+  return {
+    activity: [(ctx: Context) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) })],
+    workflowModules: TRACING_WORKFLOW_INTERCEPTOR_MODULES,
+    sinks: { exporter: otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource) },
+  };
+}
 
 /** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */
 export interface StartWorkerOptions {
@@ -87,16 +101,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
     : __filename.endsWith('.js') && existsSync(prebundled)
       ? { workflowBundle: { codePath: prebundled } }
       : { workflowsPath: path.join(__dirname, 'workflows') };
-  // With tracing on: spans for each activity (a child of the workflow's), and the workflow's own
-  // spans, made in the sandbox, handed to the process's exporters through a sink.
-  const otel = tracing ? await import('@temporalio/interceptors-opentelemetry') : undefined;
-  const traced = tracing && otel
-    ? {
-        activity: [(ctx: Context) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) })],
-        workflowModules: TRACING_WORKFLOW_INTERCEPTOR_MODULES,
-        sinks: { exporter: otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource) },
-      }
-    : undefined;
+  const traced = tracing ? await tracingParts(tracing) : undefined;
   const types = options.sagaTypes ?? sagaTypesFor(config);
   const close = async () => {
     await redis.quit().catch(() => redis.disconnect());
@@ -153,7 +158,7 @@ async function main(): Promise<void> {
   });
   const metrics = metricsAddress ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
   // Traces when the OTLP environment asks for them (the instrumentations are in since ./tracing/preload).
-  const tracing = tracingRequested() ? (await import('./tracing/sdk.js')).startTracing({ serviceName: 'reservation-saga-worker' }) : undefined;
+  const tracing = await startTracingIfRequested('reservation-saga-worker');
   if (tracing) process.stderr.write('worker: traces exported as the OTEL_* environment says\n');
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
   const { worker, close } = await createWorker({ config, metrics });

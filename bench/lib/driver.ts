@@ -12,11 +12,10 @@ import { SagaClient } from '../../src/client';
 import { loadConfig } from '../../src/config';
 import { SagaMetrics } from '../../src/metrics';
 import { sagaTypesFor } from '../../src/sagas';
-import { SagaOutcome } from '../../src/shared';
-import { tracingRequested } from '../../src/tracing';
+import { startTracingIfRequested } from '../../src/tracing';
 import { closedLoop, timed } from './load';
 import { latencyPercentiles } from './stats';
-import { freshOrder } from './temporal-load';
+import { completeOrderSaga } from './temporal-load';
 
 /** A load the parent asks for: one saga to completion, DUPLICATE answers of a completed cart, or sagas. */
 export type DriverLoad =
@@ -32,20 +31,13 @@ export type DriverReply = { id: number; ok: true; ops: number; throughput: numbe
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
-  const tracing = tracingRequested() ? (await import('../../src/tracing/sdk.js')).startTracing({ serviceName: 'bench-driver' }) : undefined;
+  const tracing = await startTracingIfRequested('bench-driver');
   const metrics = process.env.DRIVER_METRICS === 'true' ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
   const sagas = await SagaClient.connect(config, undefined, { metrics });
 
-  /** Starts one saga and waits for it to complete. */
-  const complete = async (cart: unknown) => {
-    const started = await sagas.start('order', cart);
-    const state = await sagas.result(started.workflowId);
-    if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${started.workflowId} ended ${state.outcome} (${state.reason})`);
-  };
-
   const handle = async (req: DriverRequest): Promise<DriverReply> => {
     if (req.kind === 'complete') {
-      await complete(req.cart);
+      await completeOrderSaga(sagas, 'driver', req.cart);
       return { id: req.id, ok: true, ops: 1, throughput: Number.NaN, p50: Number.NaN, p99: Number.NaN };
     }
     const r = await closedLoop({
@@ -59,7 +51,7 @@ async function main(): Promise<void> {
               if (result.reservation.status !== 'DUPLICATE') throw new Error(`expected DUPLICATE, got ${result.reservation.status}`);
               return ms;
             }
-          : async () => (await timed(() => complete(freshOrder()))).ms,
+          : async () => (await timed(() => completeOrderSaga(sagas, 'driver'))).ms,
     });
     const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
     return { id: req.id, ok: true, ops: r.ops, throughput: r.throughput, p50, p99 };

@@ -32,9 +32,12 @@ export function freshOrder(): OrderInput {
   return { customer: `bench-${randomUUID()}`, items: [{ sku: 'widget', quantity: 1, priceCents: 1000 }], payment: { card: '4242424242424242' } };
 }
 
-/** Starts one order saga through the gate (`SagaClient.start`) and waits for it to end COMPLETED; anything else throws, naming `label`. */
-export async function completeOrderSaga(sagas: SagaClient, label: string): Promise<void> {
-  const started = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
+/**
+ * Starts one order saga of `cart` (a new one by default) through the gate (`SagaClient.start`) and
+ * waits for it to end COMPLETED; anything else throws, naming `label`.
+ */
+export async function completeOrderSaga(sagas: SagaClient, label: string, cart: unknown = freshOrder()): Promise<void> {
+  const started = await sagas.start('order', cart, { idempotencyKey: randomUUID() });
   const state = await sagas.result(started.workflowId);
   if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
 }

@@ -16,7 +16,7 @@ import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 /** The tracer of the project's own spans (`saga.start`). */
 export const TRACER_NAME = 'reservation-saga';
 
-export { tracingRequested } from './env';
+export { startTracingIfRequested, tracingRequested } from './env';
 
 /** Tracing as started in this process (by `startTracing`). */
 export interface Tracing {

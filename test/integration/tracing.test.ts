@@ -242,10 +242,11 @@ describe('traces across processes (OTLP/HTTP from the OTEL_* environment)', () =
     // No span of the saga started a trace of its own.
     expect(collector.spans.filter((s) => s.attributes.temporalWorkflowId === workflowId && s.traceId !== traceId).map((s) => s.name)).toEqual([]);
 
-    // Nothing of the request's data in any span: not the customer, not the card.
+    // Nothing of the request's data in any span: not the customer, not the card, not the caller's token (a header).
     const text = JSON.stringify(collector.spans);
     expect(text).not.toContain(cart.customer);
     expect(text).not.toContain(cart.payment.card);
+    expect(text).not.toContain(CALLER.token);
     // Redis spans name the command only: no key (an intent key), no argument (a session tag, a token).
     for (const s of collector.spans.filter((s) => s.attributes['db.system'] === 'redis')) expect(String(s.attributes['db.statement'])).toMatch(/^[a-z]+$/);
   });
