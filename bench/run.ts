@@ -25,6 +25,7 @@ import { redisMemory } from './redis-memory';
 import { rmsReserve } from './rms-reserve';
 import { sagaThroughput } from './saga-throughput';
 import { scaleOut } from './scale-out';
+import { traceCost } from './trace-cost';
 
 /** Results folder (git-ignored). */
 const RESULTS_DIR = path.join(PROJECT_ROOT, 'bench/results');
@@ -40,6 +41,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'http-load': httpLoad,
   'observability-overhead': observabilityOverhead,
   'scale-out': scaleOut,
+  'trace-cost': traceCost,
 };
 
 async function main(): Promise<number> {

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -57,6 +57,8 @@ export interface Sizes {
   };
   /** Observability overhead: rounds, DUPLICATE requests in flight per case and a round's length, sagas in flight, per round and a round's bound. */
   overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
+  /** Trace cost: rounds (each runs every set-up once under callgrind), DUPLICATE answers before the count starts, and counted. */
+  traceCost: { rounds: number; warmup: number; answers: number };
 }
 
 const FULL: Sizes = {
@@ -80,6 +82,8 @@ const FULL: Sizes = {
   // Two servers × three counts × (warm-up + 3 rounds): 100 sagas a round (about 5 s on an idle machine), at most 20 s.
   scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build' },
   overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
+  // Under callgrind a process runs some 40× slower: two set-ups take about 100 s side by side.
+  traceCost: { rounds: 2, warmup: 4000, answers: 8000 },
 };
 
 const QUICK: Sizes = {
@@ -104,6 +108,7 @@ const QUICK: Sizes = {
   // starting 2 × 4 worker processes, each bundling the workflow code.
   scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built' },
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
+  traceCost: { rounds: 1, warmup: 500, answers: 1000 },
 };
 
 /** What the command line asked for. */
