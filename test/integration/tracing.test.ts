@@ -109,6 +109,32 @@ describe('traces in one process (in-memory span exporter)', () => {
     const inTrace = spans.filter((s) => s.spanContext().traceId === root!.spanContext().traceId);
     expect(inTrace.filter((s) => /Workflow|Activity/.test(s.name)).map((s) => s.name)).toEqual([]);
   });
+
+  it('traces a saga whose starter carries no trace from its workflow on, every activity in that trace', async () => {
+    // The harness's SagaClient starts workflows with a Temporal client that has no tracing
+    // interceptor, as a process that does not trace (tracing off on `saga serve`, say) would.
+    const started = await h.client.start('order', order());
+    expect(started.reservation.status).toBe('SUCCESS');
+    expect((await client.result(started.workflowId)).outcome).toBe(SagaOutcome.COMPLETED);
+
+    const ofSaga = await eventually(
+      // (Activity spans name the workflow `temporalWorkflowId`, the workflow's own span `workflowId`.)
+      async () => exporter.getFinishedSpans().filter((s) => (s.attributes.temporalWorkflowId ?? s.attributes.workflowId) === started.workflowId),
+      (spans) => spans.some((s) => s.name === 'RunWorkflow:reservationSaga') && spans.some((s) => s.name === 'RunActivity:completeEntity'),
+      'the workflow and last activity spans',
+    );
+    const workflow = ofSaga.find((s) => s.name === 'RunWorkflow:reservationSaga')!;
+    // The root of its trace (a span from the workflow sandbox says so with null).
+    expect(workflow.parentSpanId ?? undefined).toBeUndefined();
+    const traceId = workflow.spanContext().traceId;
+    expect(ofSaga.filter((s) => s.spanContext().traceId !== traceId).map((s) => s.name)).toEqual([]);
+    const inTrace = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    expect(inTrace.map((s) => s.name)).toEqual(expect.arrayContaining(ORDER_ACTIVITIES.map((a) => `RunActivity:${a}`)));
+    expect(orphans(inTrace)).toEqual([]);
+    // The starter's own span is in a trace of its own.
+    const start = exporter.getFinishedSpans().find((s) => s.name === 'saga.start' && s.attributes['temporal.workflow_id'] === started.workflowId);
+    expect(start?.spanContext().traceId).not.toBe(traceId);
+  });
 });
 
 /** Spans whose parent is not among `spans`, the root excepted. */
