@@ -8,7 +8,9 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import { Client } from '@temporalio/client';
-import { type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
+import { type InjectedSink, type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { WorkflowInfo } from '@temporalio/workflow';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
@@ -57,8 +59,22 @@ async function tracingParts(tracing: Tracing) {
   return {
     activity: [(ctx: Context) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) })],
     workflowModules: TRACING_WORKFLOW_INTERCEPTOR_MODULES,
-    sinks: { exporter: otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource) },
+    sinks: { exporter: workflowSpanSink(otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource)) },
   };
+}
+
+/** What a workflow's spans carry of it: who it is, never its memo or search attributes. */
+const WORKFLOW_SPAN_ATTRIBUTES = ['workflowId', 'runId', 'workflowType', 'taskQueue', 'namespace', 'attempt'] as const;
+
+/**
+ * Temporal's sink for the spans made in the workflow sandbox attaches the whole WorkflowInfo to each
+ * span, memo and search attributes included, decoded; a saga's memo holds the request's hash, an
+ * unkeyed SHA-256 of the request (card number included) that the codec encrypts in history. This one
+ * hands it the workflow's identity only.
+ */
+function workflowSpanSink(sink: InjectedSink<OpenTelemetryWorkflowExporter>): InjectedSink<OpenTelemetryWorkflowExporter> {
+  const identity = (info: WorkflowInfo) => Object.fromEntries(WORKFLOW_SPAN_ATTRIBUTES.map((k) => [k, info[k]])) as unknown as WorkflowInfo;
+  return { export: { ...sink.export, fn: (info, spans) => sink.export.fn(identity(info), spans) } };
 }
 
 /** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */

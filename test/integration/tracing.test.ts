@@ -17,7 +17,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SagaClient } from '../../src/client';
 import type { Config } from '../../src/config';
-import { SagaOutcome } from '../../src/shared';
+import { SagaOutcome, type SagaMemo } from '../../src/shared';
 import { activeTracing } from '../../src/tracing';
 import { startTracing } from '../../src/tracing/sdk';
 import { createWorker } from '../../src/worker';
@@ -93,6 +93,18 @@ describe('traces in one process (in-memory span exporter)', () => {
     expect(ofSaga.filter((s) => s.spanContext().traceId !== traceId).map((s) => s.name)).toEqual([]);
     // And the chain is unbroken: each span's parent is in the trace, up to saga.start.
     expect(orphans(inTrace())).toEqual([]);
+
+    // The workflow's spans name their workflow, but carry nothing of its memo: the request's hash
+    // there is an unkeyed SHA-256 of the request, card included (the codec encrypts it in history).
+    const { memo } = await client.temporal.workflow.getHandle(started.workflowId).describe();
+    const requestHash = (memo as SagaMemo).requestHash!;
+    expect(requestHash).toMatch(/^[0-9a-f]{64}$/);
+    const fromWorkflow = inTrace().filter((s) => s.name === 'RunWorkflow:reservationSaga' || s.name.startsWith('StartActivity:'));
+    expect(fromWorkflow.length).toBeGreaterThan(ORDER_ACTIVITIES.length);
+    for (const span of fromWorkflow) {
+      expect(span.attributes, span.name).toMatchObject({ workflowId: started.workflowId, workflowType: 'reservationSaga' });
+      expect(JSON.stringify(span.attributes), span.name).not.toContain(requestHash);
+    }
   });
 
   it('answers a duplicate in a trace of its own, with no workflow in it', async () => {
