@@ -7,12 +7,12 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal temporal-server cli test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
+.PHONY: help install temporal temporal-server promtool cli test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
 	@echo "                 (make demo ARGS=--once: run the scenario, stop, exit 0 only if all went as expected)"
-	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL)"
+	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL; the alerts in promtool)"
 	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
 	@echo "make dev-down    stop what make dev started"
@@ -34,6 +34,10 @@ install: $(STAMP)
 temporal:
 	@scripts/ensure-temporal >/dev/null
 
+# Prometheus's promtool, which checks and unit-tests the alerting rules (first run builds it with Go).
+promtool:
+	@scripts/ensure-promtool >/dev/null
+
 # The compiled CLI that bin/saga runs (.build/, git-ignored); rebuilt only when a source changed.
 cli: install
 	@scripts/build-cli
@@ -47,10 +51,10 @@ typecheck: install
 test-unit: install
 	npx vitest run --project unit
 
-test-integration: install temporal cli
+test-integration: install temporal promtool cli
 	npx vitest run --project integration
 
-test: install temporal cli lint typecheck
+test: install temporal promtool cli lint typecheck
 	npx vitest run
 
 build: install
