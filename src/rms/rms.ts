@@ -47,6 +47,12 @@ export class Rms {
   private readonly client: RmsClient;
   private readonly prefix: string;
   private readonly timeoutMs: number;
+  /**
+   * Whether the client bounds every command by itself, within our deadline: a single-instance client
+   * arms its `commandTimeout` on each command it sends or queues; a Cluster client does not while no
+   * node is reachable.
+   */
+  private readonly clientBounds: boolean;
 
   /**
    * @param redis an ioredis client, e.g. from `createRedis`; the RMS scripts are registered on it.
@@ -58,6 +64,8 @@ export class Rms {
     if (options.commandTimeoutMs !== undefined) assertDurationMs(options.commandTimeoutMs, 'commandTimeoutMs', MAX_COMMAND_TIMEOUT_MS);
     this.prefix = options.keyPrefix;
     this.timeoutMs = options.commandTimeoutMs ?? clientCommandTimeout(redis) ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    const own = clientCommandTimeout(redis);
+    this.clientBounds = !(redis instanceof Cluster) && own !== undefined && own <= this.timeoutMs;
     this.client = registerScripts(redis);
   }
 
@@ -213,9 +221,20 @@ export class Rms {
 
   /**
    * Runs one script under the RMS deadline and maps its reply. The deadline matters on a Cluster
-   * client: while no node is reachable ioredis queues commands without a timeout of their own.
+   * client: while no node is reachable ioredis queues commands without a timeout of their own. A
+   * single-instance client's own `commandTimeout` already bounds the call (see {@link clientBounds}):
+   * a second timer would only cost every call a timer and three promises.
    */
   private async run<T>(command: string, call: () => Promise<unknown>, map: (reply: unknown) => T): Promise<T> {
+    if (this.clientBounds) {
+      let reply: unknown;
+      try {
+        reply = await call();
+      } catch (err) {
+        throw toRmsError(err, command);
+      }
+      return map(reply);
+    }
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
