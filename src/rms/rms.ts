@@ -63,8 +63,8 @@ export class Rms {
     assertKeyPrefix(options.keyPrefix);
     if (options.commandTimeoutMs !== undefined) assertDurationMs(options.commandTimeoutMs, 'commandTimeoutMs', MAX_COMMAND_TIMEOUT_MS);
     this.prefix = options.keyPrefix;
-    this.timeoutMs = options.commandTimeoutMs ?? clientCommandTimeout(redis) ?? DEFAULT_COMMAND_TIMEOUT_MS;
     const own = clientCommandTimeout(redis);
+    this.timeoutMs = options.commandTimeoutMs ?? own ?? DEFAULT_COMMAND_TIMEOUT_MS;
     this.clientBounds = !(redis instanceof Cluster) && own !== undefined && own <= this.timeoutMs;
     this.client = registerScripts(redis);
   }
@@ -220,21 +220,23 @@ export class Rms {
   }
 
   /**
-   * Runs one script under the RMS deadline and maps its reply. The deadline matters on a Cluster
-   * client: while no node is reachable ioredis queues commands without a timeout of their own. A
-   * single-instance client's own `commandTimeout` already bounds the call (see {@link clientBounds}):
-   * a second timer would only cost every call a timer and three promises.
+   * Runs one script, bounded by the RMS deadline, and maps its reply. A single-instance client's own
+   * `commandTimeout` already bounds the call (see {@link clientBounds}); otherwise (a Cluster client:
+   * while no node is reachable ioredis queues commands without a timeout of their own) the RMS arms
+   * one, which costs each call a timer and three promises.
    */
   private async run<T>(command: string, call: () => Promise<unknown>, map: (reply: unknown) => T): Promise<T> {
-    if (this.clientBounds) {
-      let reply: unknown;
-      try {
-        reply = await call();
-      } catch (err) {
-        throw toRmsError(err, command);
-      }
-      return map(reply);
+    let reply: unknown;
+    try {
+      reply = await (this.clientBounds ? call() : this.withinDeadline(command, call()));
+    } catch (err) {
+      throw toRmsError(err, command);
     }
+    return map(reply);
+  }
+
+  /** `reply`, or RmsUnavailableError once the RMS deadline passes first. */
+  private async withinDeadline(command: string, reply: Promise<unknown>): Promise<unknown> {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -242,16 +244,13 @@ export class Rms {
         reject(new RmsUnavailableError(command, cause.message, { cause }));
       }, this.timeoutMs);
     });
-    let reply: unknown;
     try {
-      reply = await Promise.race([call(), deadline]);
-    } catch (err) {
-      throw toRmsError(err, command);
+      return await Promise.race([reply, deadline]);
     } finally {
       clearTimeout(timer);
     }
-    return map(reply);
   }
+
 }
 
 function assertObject(value: unknown, field: string): asserts value is object {
