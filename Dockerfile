@@ -1,4 +1,5 @@
-# The worker image used by docker-compose.yml.
+# The worker image used by docker-compose.yml: the order example app's worker on the package's sources
+# (tsx resolves `reservation-saga` through tsconfig.json's paths, as in a development checkout).
 FROM node:20-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -8,6 +9,7 @@ COPY src ./src
 COPY scripts ./scripts
 COPY lua ./lua
 COPY migrations ./migrations
-RUN npm run build && npm prune --omit=dev
+COPY examples/orders ./examples/orders
+RUN npm run build
 USER node
-CMD ["node", "dist/src/worker.js"]
+CMD ["node", "--import", "tsx", "examples/orders/src/worker.ts"]

@@ -7,7 +7,7 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal temporal-server promtool cli test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
+.PHONY: help install temporal temporal-server promtool cli api test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-stack  the saga integration tests and the demo against make stack's stack"
 	@echo "make cli         compile src/ into .build/ for bin/saga (only when a source changed)"
 	@echo "make lint        eslint (with the workflow sandbox rule)"
+	@echo "make api         the package's public surface against the checked-in reports in api/"
 	@echo "make bench       benchmarks"
 
 $(STAMP): package.json package-lock.json
@@ -48,13 +49,17 @@ lint: install
 typecheck: install
 	npx tsc --noEmit -p tsconfig.json
 
+# The package's public surface against the api-extractor reports in api/ (scripts/check-api --update rewrites them).
+api: install
+	@scripts/check-api
+
 test-unit: install
 	npx vitest run --project unit
 
 test-integration: install temporal promtool cli
 	npx vitest run --project integration
 
-test: install temporal promtool cli lint typecheck
+test: install temporal promtool cli lint typecheck api
 	npx vitest run
 
 build: install

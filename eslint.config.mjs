@@ -8,12 +8,12 @@ import tseslint from 'typescript-eslint';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', '.build/', '.build.*/', '.tools/', '.data/', 'bench/results/', 'test-results/'] },
+  { ignores: ['node_modules/', 'dist/', '.build/', '.build.*/', '.tools/', '.data/', 'bench/results/', 'test-results/', '.api-dts/', 'examples/*/node_modules/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.mjs', 'scripts/*.mjs', 'test/helpers/*.cjs'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.mjs', 'scripts/*.mjs', 'test/helpers/*.cjs', 'bin/*.cjs'] }, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',

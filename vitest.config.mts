@@ -1,11 +1,23 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
+const src = (file: string) => fileURLToPath(new URL(`./src/public/${file}`, import.meta.url));
+
 export default defineConfig({
+  // The example apps import the package by name: here, its sources (tsconfig.json's paths say the same).
+  resolve: {
+    alias: [
+      { find: /^reservation-saga$/, replacement: src('index.ts') },
+      { find: /^reservation-saga\/worker$/, replacement: src('worker.ts') },
+      { find: /^reservation-saga\/http$/, replacement: src('http.ts') },
+    ],
+  },
   test: {
     // TEST_REPORT_JSON: another report file, so make test-stack keeps make test's report.
     reporters: ['default', ['json', { outputFile: process.env.TEST_REPORT_JSON ?? 'test-results/vitest.json' }]],
     projects: [
       {
+        extends: true,
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
@@ -14,6 +26,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/workflows/**/*.test.ts'],

@@ -12,10 +12,10 @@ import type { Client } from '@temporalio/client';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { SagaClient } from '../src/client';
-import { createPool, ordersTable } from '../src/db';
+import { createPool } from '../src/db';
 import { reserveIntent } from '../src/gate';
 import { Rms, createRedis } from '../src/rms';
-import type { OrderInput } from '../src/sagas';
+
 import { SagaOutcome } from '../src/shared';
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import { closedLoop } from './lib/load';
@@ -25,6 +25,7 @@ import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/roun
 import { latencyPercentiles } from './lib/stats';
 import { countOnTaskQueue, connectClients, freshOrder, untilVisible, within } from './lib/temporal-load';
 import { emptyWorkflow } from './workflows';
+import { ordersTable, type OrderInput } from '../test/fixtures/orders';
 
 const CONTENDERS = {
   rms: 'Rms.reserve alone',

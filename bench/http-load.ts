@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { PROJECT_ROOT } from '../src/paths';
 import { Rms, createRedis } from '../src/rms';
-import type { OrderInput } from '../src/sagas';
+
 import { SagaOutcome } from '../src/shared';
 import { closedLoop } from './lib/load';
 import { workerEnv } from './lib/processes';
@@ -19,6 +19,7 @@ import { figureOf, formatNumber, formatRatio, withRatios, type BenchResult, type
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
 import { quantile } from './lib/stats';
 import { connectClients, freshOrder } from './lib/temporal-load';
+import { type OrderInput } from '../test/fixtures/orders';
 
 const CONTENDERS = { library: 'SagaClient.start (library, in process)', http: 'saga serve (HTTP, keep-alive)' } as const;
 type Kind = 'SUCCESS' | 'DUPLICATE' | 'CONFLICT';

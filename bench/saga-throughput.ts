@@ -5,12 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../src/rms';
-import { orderSaga } from '../src/sagas';
+
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import { cpuNote, figureOf, formatRatio, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
 import { rowsOf, runRounds, type BenchContext } from './lib/rounds';
 import { closedLoopContender, completeOrderSaga, connectClients } from './lib/temporal-load';
 import { noopActivitiesWorkflow } from './workflows';
+import { orderSaga } from '../test/fixtures/orders';
 
 /**
  * What one order saga runs: planSaga and reserveIntent as local activities (confirming the gate's

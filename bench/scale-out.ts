@@ -18,6 +18,7 @@ import { spread } from './lib/stats';
 import { closedLoopContender, completeOrderSaga } from './lib/temporal-load';
 import { serverBinaries, startRealServer, type RealServer } from './lib/temporal-server';
 import { WorkerFleet } from './lib/workers';
+import { sagaTypesFor } from '../test/fixtures/orders';
 
 const DEV = 'dev server';
 const REAL = 'real server';
@@ -158,7 +159,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     const servers: { name: string; fleet: WorkerFleet }[] = [{ name: DEV, fleet: devFleet }, ...(realFleet ? [{ name: REAL, fleet: realFleet }] : [])];
     const contenders: Contender[] = [];
     for (const { name, fleet } of servers) {
-      const sagas = await SagaClient.connect({ ...fleet.sagaConfig, db: { ...fleet.sagaConfig.db, poolMax: clientPoolMax } });
+      const sagas = await SagaClient.connect({ sagas: sagaTypesFor(fleet.sagaConfig), config: { ...fleet.sagaConfig, db: { ...fleet.sagaConfig.db, poolMax: clientPoolMax } } });
       clients.push(sagas);
       contenders.push(closedLoopContender(name, meter, load, () => completeOrderSaga(sagas, `scale-out (${name})`)));
     }

@@ -24,6 +24,7 @@ import { createRedis } from '../src/rms/connection';
 import { formatTable, gateReport } from './demo/report';
 import { runScenario, type DemoRow } from './demo/scenario';
 import { ROOT, devUp, freePort, startWorker, temporalCli, type DevStack, type WorkerProcess } from './demo/stack';
+import { orderSagas } from '../examples/orders/src/sagas';
 
 /** The demo's short timings, unless the environment sets them. */
 const DEMO_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '500', HEARTBEAT_TIMEOUT_MS: '1500' };
@@ -168,7 +169,7 @@ async function main(): Promise<number> {
     say(`worker started (pid ${worker.pid}, task queue ${config.temporal.taskQueue}); its log: ${worker.logPath}`);
     metrics = metricsUrls(worker.startOutput);
     say(`its metrics: ${metrics.own ?? 'off'} (saga_*), the Temporal SDK's: ${metrics.sdk ?? 'off'} (temporal_*)`);
-    client = await SagaClient.connect(config);
+    client = await SagaClient.connect({ sagas: orderSagas({ simulations: config.simulations }), config });
     redis = createRedis(config.redis);
     const runId = `${Date.now().toString(36).slice(-4)}${randomBytes(2).toString('hex')}`;
     // The provider's log lines of this run (when dev-up started the provider in this data folder).

@@ -6,8 +6,9 @@
 import path from 'node:path';
 import { loadConfigOrExit } from '../src/config';
 import { createRedis } from '../src/rms/connection';
-import { ensureDatabase, migrate } from '../src/db/migrate';
+import { ensureDatabase } from '../src/db/migrate';
 import { devSecretsPath, ensureDevSecrets } from './dev-secrets';
+import { migrateOrders } from '../examples/orders/src/migrate';
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -29,7 +30,7 @@ async function main(): Promise<void> {
   } catch (err) {
     fail(`PostgreSQL is not reachable at ${redact(config.db.url)} (DATABASE_URL): ${(err as Error).message}`);
   }
-  const applied = await migrate(config.db.url, (line) => console.error(line));
+  const applied = await migrateOrders(config.db.url, (line) => console.error(line));
   console.log(applied.length ? `prepare: applied migrations ${applied.join(', ')}` : 'prepare: database schema up to date');
   const dataDir = process.env.TEMPORAL_DEV_DATA_DIR ?? path.join(__dirname, '..', '.data');
   const { made } = ensureDevSecrets(dataDir);

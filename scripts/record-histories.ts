@@ -20,6 +20,7 @@ import { loadConfigOrExit, requireCodecKeys } from '../src/config';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
+import { sagaTypesFor } from '../test/fixtures/orders';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
@@ -36,10 +37,10 @@ async function main(): Promise<void> {
     SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
   };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
-  const client = await SagaClient.connect(config);
+  const client = await SagaClient.connect({ sagas: sagaTypesFor(config), config });
   // A lease that ends before the worker starts: the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
-  const shortClient = await SagaClient.connect(shortLease);
+  const shortClient = await SagaClient.connect({ sagas: sagaTypesFor(shortLease), config: shortLease });
   // The Temporal CLI encrypts what it sends and decrypts answers through a codec server with the
   // recording's keys; `workflow show` goes without it, so the files keep the payloads as stored.
   const codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(config)), corsOrigins: [] });
@@ -107,7 +108,7 @@ async function main(): Promise<void> {
     });
     shapes['purge-completed'] = purgeId;
 
-    const { worker, close } = await createWorker({ config });
+    const { worker, close } = await createWorker({ sagas: sagaTypesFor(config), config });
     try {
       await worker.runUntil(async () => {
         // Asynchronously: the worker answering the update runs in this process.

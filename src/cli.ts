@@ -12,6 +12,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Config } from './config';
 import type { SagaClient, StartedSaga } from './client';
 import type { SagaState } from './shared';
+import type { SagaTypes } from './sagas';
 import { startTracingIfRequested } from './tracing/env';
 
 /** Exit codes of the CLI. */
@@ -28,7 +29,7 @@ export const EXIT = {
   CONFLICT: 4,
   /** With --wait: the saga was compensated (or its compensation failed). */
   SAGA_FAILED: 5,
-  /** Configuration error (a bad environment variable). */
+  /** Configuration error (a bad environment variable, or no saga types module found). */
   CONFIG: 78,
 } as const;
 
@@ -137,15 +138,23 @@ async function follow(client: SagaClient, started: StartedSaga): Promise<SagaSta
 export function buildProgram(config: () => Config | Promise<Config>, setExit: (code: number) => void): Command {
   const program = new Command('saga')
     .description('Start and inspect reservation sagas')
+    .option('--sagas <module>', 'the module exporting your saga types (default: SAGA_TYPES_MODULE, else "reservation-saga".sagas of your package.json)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError(false);
 
-  const withClient = async <T>(fn: (client: SagaClient) => Promise<T>): Promise<T> => {
+  /** The app's saga types, from the module it names (src/sagas/load.ts). */
+  const sagas = async (cfg: Config): Promise<SagaTypes> => {
+    const { loadSagaModule, locateSagaModule } = await import('./sagas/load.js');
+    return loadSagaModule(locateSagaModule({ flag: program.opts<{ sagas?: string }>().sagas }), cfg);
+  };
+
+  /** A client; `needs: 'sagas'` loads the app's saga types (reads, lists and cancels need none). */
+  const withClient = async <T>(fn: (client: SagaClient) => Promise<T>, needs?: 'sagas'): Promise<T> => {
     const cfg = await config();
-    const { SagaClient } = await import('./client.js');
+    const [{ SagaClient }, types] = await Promise.all([import('./client.js'), needs === 'sagas' ? sagas(cfg) : {}]);
     // Temporal on first use: a request the gate rejects exits without loading or reaching it.
-    const client = await SagaClient.connect(cfg, undefined, { temporal: 'on first use' });
+    const client = await SagaClient.connect({ sagas: types, config: cfg, temporal: 'on first use' });
     try {
       return await fn(client);
     } finally {
@@ -181,7 +190,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
           ].join('\n'),
         );
         setExit(exit);
-      });
+      }, 'sagas');
     });
 
   program
@@ -255,14 +264,14 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .action(async (opts: { type: string; data: string; json?: boolean }) => {
       const data = await readData(opts.data);
       const cfg = await config();
-      const [{ requireIntentSecret }, { createPool }, { Rms }, { createRedis }, { prepareSaga, sagaDefinition, sagaTypesFor }] = await Promise.all([
+      const [{ requireIntentSecret }, { createPool }, { Rms }, { createRedis }, { prepareSaga, sagaDefinition }, types] = await Promise.all([
         import('./config.js'),
         import('./db/pool.js'),
         import('./rms/index.js'),
         import('./rms/connection.js'),
         import('./sagas/index.js'),
+        sagas(cfg),
       ]);
-      const types = sagaTypesFor(cfg);
       const def = sagaDefinition(opts.type, types);
       const input = prepareSaga(opts.type, data, { timings: { ...cfg.saga, compensationAttempts: 1 }, types, intentSecret: requireIntentSecret(cfg) });
       const redis = createRedis(cfg.redis);
@@ -314,7 +323,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       const cfg = await config();
       // Loaded only here: the other commands need no HTTP server. It stops on SIGINT or SIGTERM.
       const { runSagaServer } = await import('./http/index.js');
-      const server = await runSagaServer(cfg, { logRequests: !!opts.logRequests });
+      const server = await runSagaServer(cfg, { sagas: await sagas(cfg), logRequests: !!opts.logRequests });
       await server.closed;
     });
 
@@ -338,19 +347,12 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     });
 
   program
-    .command('payment-provider')
-    .description('serve the example payment provider the order saga charges and refunds through (PAYMENT_PROVIDER_ADDRESS; docs/payment-provider.md)')
+    .command('worker')
+    .description('run a worker for your saga types until SIGINT or SIGTERM (what npm run worker runs)')
     .action(async () => {
       const cfg = await config();
-      // Loaded only here: the other commands need no HTTP server.
-      const { runPaymentProvider } = await import('./provider/index.js');
-      const provider = await runPaymentProvider(cfg);
-      process.stderr.write(`payment-provider: listening on ${provider.url} (tables in schema payment_provider of the configured database)\n`);
-      await new Promise<void>((resolve) => {
-        for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => resolve());
-      });
-      await provider.close();
-      process.stderr.write('payment-provider: stopped\n');
+      const [{ runWorker }, types] = await Promise.all([import('./worker.js'), sagas(cfg)]);
+      await runWorker({ sagas: types, config: cfg });
     });
 
   return program;
@@ -382,6 +384,10 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`configuration error: ${err.message}\n`);
       return EXIT.CONFIG;
     }
+    if (err instanceof Error && err.name === 'SagaModuleError') {
+      process.stderr.write(`saga: ${err.message}\n`);
+      return EXIT.CONFIG;
+    }
     process.stderr.write(`saga: ${err instanceof Error ? err.message : String(err)}\n`);
     return EXIT.ERROR;
   }
@@ -390,14 +396,14 @@ export async function run(argv: string[]): Promise<number> {
 /** `service.name` of the CLI's spans: the long-running commands are services of their own. */
 function serviceName(argv: string[]): string {
   const command = argv[0];
-  return command === 'serve' || command === 'payment-provider' || command === 'codec-server' ? `reservation-saga-${command}` : 'reservation-saga-cli';
+  return command === 'serve' || command === 'worker' || command === 'codec-server' ? `reservation-saga-${command}` : 'reservation-saga-cli';
 }
 
 /**
  * The CLI as a process: with the OTLP environment set, traces (started before any command loads
  * ioredis, pg or the HTTP server, so that they are instrumented; flushed before the exit).
  */
-async function main(argv: string[]): Promise<number> {
+export async function main(argv: string[]): Promise<number> {
   const tracing = await startTracingIfRequested(serviceName(argv));
   try {
     return await run(argv);

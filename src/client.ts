@@ -7,14 +7,14 @@
 import type { Client, Connection } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { requireCodecKeys, requireIntentSecret, type Config } from './config';
+import { loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { lockEntity, reserveIntent, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesFor, SagaInputError, type SagaTypes } from './sagas';
+import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -55,8 +55,8 @@ export interface SagaClientOptions {
   uiUrl: string;
   /** Lease and heartbeat timings given to every saga started. */
   timings: SagaTimings;
-  /** The saga types accepted (the workers' own). @default the project's (`sagaTypes`) */
-  types?: SagaTypes;
+  /** The saga types accepted (the workers' own). */
+  types: SagaTypes;
   /** The intent-key secret, the workers' own (INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
   /** How long a marker the gate's read-repair writes lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
@@ -118,6 +118,12 @@ const VISIBILITY_VALUE = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 /** Options of {@link SagaClient.connect}. */
 export interface SagaClientConnectOptions {
+  /** The app's saga types: the ones its workers run. */
+  sagas: SagaList;
+  /** The settings. @default `loadConfig(process.env)` */
+  config?: Config;
+  /** Attempts of each compensation, for the sagas it starts. @default 5 */
+  compensationAttempts?: number;
   /**
    * When to connect to Temporal: `now`, or `on first use` (see {@link TemporalOnFirstUse}: a request
    * rejected at the gate then costs no Temporal client at all, as the CLI wants; Temporal out of
@@ -156,11 +162,15 @@ export class SagaClient {
   }
 
   /**
-   * Connects to Temporal, Redis and PostgreSQL with the config's settings, accepting the config's
-   * saga types (`sagaTypesFor(config)`); {@link close} closes what it opened. With `temporal: 'on
-   * first use'`, Temporal is connected by the first call that needs it.
+   * Connects to Temporal, Redis and PostgreSQL with the config's settings, accepting the app's saga
+   * types (`sagas`); {@link close} closes what it opened. With `temporal: 'on first use'`, Temporal
+   * is connected by the first call that needs it.
+   * @throws ConfigError for a bad or missing setting; SagaDeclarationError for a malformed saga type.
    */
-  static async connect(config: Config, compensationAttempts = 5, options: SagaClientConnectOptions = {}): Promise<SagaClient> {
+  static async connect(options: SagaClientConnectOptions): Promise<SagaClient> {
+    const types = sagaTypesOf(options.sagas);
+    const config = options.config ?? loadConfig(process.env);
+    const compensationAttempts = options.compensationAttempts ?? 5;
     const intentSecret = requireIntentSecret(config);
     requireCodecKeys(config);
     const { namespace } = config.temporal;
@@ -185,7 +195,7 @@ export class SagaClient {
         taskQueue: config.temporal.taskQueue,
         uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
         timings: { ...config.saga, compensationAttempts },
-        types: sagaTypesFor(config),
+        types,
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
         metrics: options.metrics,

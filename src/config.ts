@@ -161,15 +161,6 @@ const envSchema = z.object({
   SAGA_SERVE_MAX_HEADER_BYTES: z.coerce.number().int('must be a whole number of bytes').min(1024, 'must be at least 1024').max(64 * 1024, 'must be at most 65536').default(8 * 1024),
   /** Deadline of one `saga serve` request, from its arrival to its answer; past it, 503. @default 10000 */
   SAGA_SERVE_REQUEST_TIMEOUT_MS: positiveMs(10_000, 600_000),
-  /** Base URL of the payment provider the `order` saga charges and refunds through. @default http://127.0.0.1:8235 */
-  PAYMENT_PROVIDER_URL: url(['http:', 'https:'], 'http://127.0.0.1:8235'),
-  /** Time limit of one call to the payment provider (the step is retried with the same key). @default 10000 */
-  PAYMENT_PROVIDER_TIMEOUT_MS: positiveMs(10_000, 50_000),
-  /** Where the example payment provider (`saga payment-provider`) listens (host:port). @default 127.0.0.1:8235 */
-  PAYMENT_PROVIDER_ADDRESS: z
-    .string()
-    .default('127.0.0.1:8235')
-    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port'),
   /**
    * Where this process serves its own Prometheus metrics on `GET /metrics` (host:port; port 0 picks a
    * free one): the worker and `saga serve` each on their own. Off when unset.
@@ -224,8 +215,6 @@ export interface Config {
    * SAGA_SERVE_TOKENS is unset), its body and header limits, the deadline of a request.
    */
   serve: { host: string; port: number; clients: { id: string; token: string }[]; bodyLimitBytes: number; maxHeaderBytes: number; requestTimeoutMs: number };
-  /** The payment provider: the URL the `order` saga calls, and where the example provider listens. */
-  paymentProvider: { url: string; timeoutMs: number; host: string; port: number };
   /**
    * Metrics and logs: where this process serves its metrics (METRICS_ADDRESS; none when unset), where
    * the worker's Temporal runtime serves its own (TEMPORAL_METRICS_ADDRESS), and the log level.
@@ -263,7 +252,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const [codecHost, codecPort] = e.CODEC_SERVER_ADDRESS.split(':') as [string, string];
   const [serveHost, servePort] = e.SAGA_SERVE_ADDRESS.split(':') as [string, string];
   const serveClients = e.SAGA_SERVE_TOKENS === undefined ? [] : parseServeTokens(e.SAGA_SERVE_TOKENS);
-  const [providerHost, providerPort] = e.PAYMENT_PROVIDER_ADDRESS.split(':') as [string, string];
   const [metricsHost, metricsPort] = (e.METRICS_ADDRESS?.split(':') ?? []) as [string?, string?];
 
   // The lease must outlive a missed beat: beat < heartbeat timeout < lease.
@@ -333,7 +321,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxHeaderBytes: e.SAGA_SERVE_MAX_HEADER_BYTES,
       requestTimeoutMs: e.SAGA_SERVE_REQUEST_TIMEOUT_MS,
     },
-    paymentProvider: { url: e.PAYMENT_PROVIDER_URL.replace(/\/+$/, ''), timeoutMs: e.PAYMENT_PROVIDER_TIMEOUT_MS, host: providerHost, port: Number(providerPort) },
     observability: {
       ...(metricsHost !== undefined ? { metrics: { host: metricsHost, port: Number(metricsPort) } } : {}),
       ...(e.TEMPORAL_METRICS_ADDRESS !== undefined ? { temporalMetricsAddress: e.TEMPORAL_METRICS_ADDRESS } : {}),
@@ -423,7 +410,7 @@ function redact(value: string): string {
  * parent's environment.
  */
 export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[number], string> {
-  const { temporal, redis, db, saga, simulations, secrets, codecServer, paymentProvider, serve, observability } = config;
+  const { temporal, redis, db, saga, simulations, secrets, codecServer, serve, observability } = config;
   return {
     TEMPORAL_ADDRESS: temporal.address,
     TEMPORAL_NAMESPACE: temporal.namespace,
@@ -460,9 +447,6 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     SAGA_SERVE_BODY_LIMIT_BYTES: String(serve.bodyLimitBytes),
     SAGA_SERVE_MAX_HEADER_BYTES: String(serve.maxHeaderBytes),
     SAGA_SERVE_REQUEST_TIMEOUT_MS: String(serve.requestTimeoutMs),
-    PAYMENT_PROVIDER_URL: paymentProvider.url,
-    PAYMENT_PROVIDER_TIMEOUT_MS: String(paymentProvider.timeoutMs),
-    PAYMENT_PROVIDER_ADDRESS: `${paymentProvider.host}:${paymentProvider.port}`,
     METRICS_ADDRESS: observability.metrics ? `${observability.metrics.host}:${observability.metrics.port}` : '',
     TEMPORAL_METRICS_ADDRESS: observability.temporalMetricsAddress ?? '',
     LOG_LEVEL: observability.logLevel,

@@ -15,14 +15,16 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
 import { sagaActivityInterceptor, sagaEventSinks } from './activities/observe';
-import { ConfigError, loadConfigOrExit, requireIntentSecret, type Config } from './config';
+import { ConfigError, loadConfig, requireIntentSecret, type Config } from './config';
+import { checkFencedTable } from './db/fenced-schema';
 import { createPool } from './db/pool';
 import { jsonLogger } from './logging/json-logger';
 import { SagaMetrics, serveMetrics } from './metrics';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
-import { sagaTypesFor, type SagaTypes } from './sagas';
+import { isEntityOperation, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaTypes } from './sagas';
+import { loadSagaModule, locateSagaModule, SagaModuleError } from './sagas/load';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
 import { activeTracing, startTracingIfRequested, type Tracing } from './tracing';
@@ -77,15 +79,16 @@ function workflowSpanSink(sink: InjectedSink<OpenTelemetryWorkflowExporter>): In
   return { export: { ...sink.export, fn: (info, spans) => sink.export.fn(identity(info), spans) } };
 }
 
-/** What {@link createWorker} needs beyond the config; tests pass their own connection and bundle. */
+/** What {@link createWorker} needs: the app's saga types; tests pass their own connection and bundle. */
 export interface StartWorkerOptions {
-  config: Config;
+  /** The app's saga types (defineSaga, defineOperation): a list, or an object of them. */
+  sagas: SagaList;
+  /** The settings. @default `loadConfig(process.env)` */
+  config?: Config;
   /** An existing connection; otherwise one is opened from the config (and closed on shutdown). */
   connection?: NativeConnection;
   /** Workflow code: a prebuilt bundle, or else the bundle in dist/, or else the sources. */
   workflowBundle?: WorkerOptions['workflowBundle'];
-  /** The saga types to run. @default the config's (`sagaTypesFor(config)`: the project's, with simulations when SAGA_SIMULATIONS is on) */
-  sagaTypes?: SagaTypes;
   /** Counts the worker's leases, read-repairs, steps, compensations and ended sagas. @default none */
   metrics?: SagaMetrics;
   /** Extra Worker options (e.g. identity, concurrency). */
@@ -101,9 +104,15 @@ export interface AppWorker {
   close: () => Promise<void>;
 }
 
-/** Creates the clients and the Worker. Run it with `worker.run()` or `worker.runUntil()`, then `close()`. */
+/**
+ * Creates the clients and the Worker. Run it with `worker.run()` or `worker.runUntil()`, then `close()`.
+ * @throws ConfigError for a bad setting; SagaDeclarationError for a malformed saga type;
+ *   FencedTableSchemaError when a saga type's table lacks a column it needs (named in the message).
+ */
 export async function createWorker(options: StartWorkerOptions): Promise<AppWorker> {
-  const { config } = options;
+  const types = sagaTypesOf(options.sagas);
+  if (Object.keys(types).length === 0) throw new SagaDeclarationError('(none)', 'a worker needs saga types: pass the app\'s declarations as `sagas`');
+  const config = options.config ?? loadConfig(process.env);
   const intentSecret = requireIntentSecret(config);
   const dataConverter = dataConverterOf(config);
   const redis = createRedis(config.redis);
@@ -118,7 +127,6 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
       ? { workflowBundle: { codePath: prebundled } }
       : { workflowsPath: path.join(__dirname, 'workflows') };
   const traced = tracing ? await tracingParts(tracing) : undefined;
-  const types = options.sagaTypes ?? sagaTypesFor(config);
   const close = async () => {
     await redis.quit().catch(() => redis.disconnect());
     await pool.end();
@@ -126,6 +134,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   };
   let worker: Worker;
   try {
+    await checkSagaTables(pool, types);
     worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,
@@ -162,8 +171,33 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   return { worker, redis, pool, close };
 }
 
-async function main(): Promise<void> {
-  const config = loadConfigOrExit();
+/**
+ * Refuses to start when a saga type's table lacks a column it needs: the fencing columns, its data
+ * columns and, for a table an operation claims, `last_operation_token`.
+ */
+async function checkSagaTables(pool: Pool, types: SagaTypes): Promise<void> {
+  const claimed = new Set(Object.values(types).filter((d) => isEntityOperation(d)).map((d) => d.table.table));
+  for (const def of Object.values(types)) {
+    await checkFencedTable(pool, def.table, { operations: claimed.has(def.table.table), sagaType: def.type });
+  }
+}
+
+/** Options of {@link runWorker}. */
+export interface RunWorkerOptions {
+  /** The app's saga types. */
+  sagas: SagaList | ((config: Config) => SagaList | Promise<SagaList>);
+  /** The settings. @default `loadConfig(process.env)` */
+  config?: Config;
+}
+
+/**
+ * A worker process: the Temporal runtime's JSON logs, metrics and traces when the config asks for
+ * them, the hourly purge schedule, and the Worker, polling until SIGINT or SIGTERM (in-flight tasks
+ * finish); then everything it opened is closed.
+ */
+export async function runWorker(options: RunWorkerOptions): Promise<void> {
+  const config = options.config ?? loadConfig(process.env);
+  const sagas = typeof options.sagas === 'function' ? await options.sagas(config) : options.sagas;
   const { metrics: metricsAddress, temporalMetricsAddress, logLevel } = config.observability;
   // Before any connection: the SDK's log as JSON lines, and its own metrics when asked for.
   Runtime.install({
@@ -172,12 +206,13 @@ async function main(): Promise<void> {
       ? { telemetryOptions: { metrics: { prometheus: { bindAddress: temporalMetricsAddress, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } } } }
       : {}),
   });
-  const metrics = metricsAddress ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
+  const types = sagaTypesOf(sagas);
+  const metrics = metricsAddress ? new SagaMetrics({ types }) : undefined;
   // Traces when the OTLP environment asks for them (the instrumentations are in since ./tracing/preload).
   const tracing = await startTracingIfRequested('reservation-saga-worker');
   if (tracing) process.stderr.write('worker: traces exported as the OTEL_* environment says\n');
   // The Worker stops polling on SIGINT/SIGTERM and lets in-flight tasks finish (shutdownGraceTime).
-  const { worker, close } = await createWorker({ config, metrics });
+  const { worker, close } = await createWorker({ sagas: types, config, metrics });
   const endpoint = metrics && metricsAddress ? await serveMetrics(metrics.registry, metricsAddress) : undefined;
   if (endpoint) process.stderr.write(`worker: metrics on ${endpoint.url}\n`);
   if (temporalMetricsAddress) process.stderr.write(`worker: Temporal SDK metrics on http://${temporalMetricsAddress}/metrics\n`);
@@ -203,8 +238,19 @@ async function main(): Promise<void> {
   process.stderr.write('worker: stopped\n');
 }
 
+/** `npm run worker`: the saga types of the module the app names (see src/sagas/load.ts). */
+async function main(): Promise<void> {
+  const config = loadConfig(process.env);
+  const sagas = await loadSagaModule(locateSagaModule(), config);
+  await runWorker({ sagas, config });
+}
+
 if (require.main === module) {
   main().catch((err: unknown) => {
+    if (err instanceof SagaModuleError) {
+      process.stderr.write(`worker: ${err.message}\n`);
+      process.exit(78);
+    }
     if (err instanceof ConfigError) {
       process.stderr.write(`configuration error: ${err.message}\n`);
       process.exit(78);

@@ -11,11 +11,12 @@ import { randomUUID } from 'node:crypto';
 import { SagaClient } from '../../src/client';
 import { loadConfig } from '../../src/config';
 import { SagaMetrics } from '../../src/metrics';
-import { sagaTypesFor } from '../../src/sagas';
+
 import { startTracingIfRequested } from '../../src/tracing';
 import { closedLoop, timed } from './load';
 import { latencyPercentiles } from './stats';
 import { completeOrderSaga } from './temporal-load';
+import { sagaTypesFor } from '../../test/fixtures/orders';
 
 /** A load the parent asks for: one saga to completion, DUPLICATE answers of a completed cart, or sagas. */
 export type DriverLoad =
@@ -33,7 +34,7 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const tracing = await startTracingIfRequested('bench-driver');
   const metrics = process.env.DRIVER_METRICS === 'true' ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
-  const sagas = await SagaClient.connect(config, undefined, { metrics });
+  const sagas = await SagaClient.connect({ sagas: sagaTypesFor(config), config, metrics });
 
   const handle = async (req: DriverRequest): Promise<DriverReply> => {
     if (req.kind === 'complete') {

@@ -13,12 +13,14 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { generateCodecKey } from '../../src/codec/keys';
 import { loadConfig, type Config } from '../../src/config';
-import { ensureDatabase, migrate } from '../../src/db/migrate';
+import { ensureDatabase } from '../../src/db/migrate';
 import { PROJECT_ROOT } from '../../src/paths';
-import { createProviderServer, ensureProviderSchema } from '../../src/provider';
+
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
 import type { Progress } from './progress';
 import type { Machine } from './report';
+import { createProviderServer, ensureProviderSchema } from '../../test/fixtures/orders';
+import { migrateOrders } from '../../test/fixtures/orders';
 
 /** What a run has started, and how to take it all down. */
 export interface Services {
@@ -116,7 +118,7 @@ export async function startServices(progress: Progress): Promise<Services> {
   try {
     progress.update(`creating database ${databaseName} and applying migrations`);
     databaseCreated = await ensureDatabase(databaseUrl.toString());
-    await migrate(databaseUrl.toString());
+    await migrateOrders(databaseUrl.toString());
     // The payment provider the order saga charges through, in this process (as `make dev` runs one beside the workers).
     progress.update('starting the payment provider');
     providerPool = new pg.Pool({ connectionString: databaseUrl.toString(), max: 8 });

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { SagaClient } from '../../src/client';
-import type { OrderInput } from '../../src/sagas';
+
 import { SagaOutcome } from '../../src/shared';
 import type { CpuMeter } from './cpu';
 import { closedLoop, timed } from './load';
@@ -16,6 +16,8 @@ import { withCpu } from './report';
 import type { Contender } from './rounds';
 import { latencyPercentiles } from './stats';
 import type { WorkerFleet } from './workers';
+import { type OrderInput } from '../../test/fixtures/orders';
+import { sagaTypesFor } from '../../test/fixtures/orders';
 
 /**
  * A SagaClient on the saga workers' task queue (the gate: its own Redis, PostgreSQL and Temporal
@@ -23,7 +25,7 @@ import type { WorkerFleet } from './workers';
  * saga's; `close` closes them.
  */
 export async function connectClients(workers: WorkerFleet): Promise<{ client: Client; sagas: SagaClient; close: () => Promise<void> }> {
-  const sagas = await SagaClient.connect(workers.sagaConfig);
+  const sagas = await SagaClient.connect({ sagas: sagaTypesFor(workers.sagaConfig), config: workers.sagaConfig });
   return { client: sagas.temporal, sagas, close: () => sagas.close() };
 }
 

@@ -40,9 +40,14 @@ async function main(): Promise<void> {
   } else if (setup !== 'off') {
     throw new Error(`trace-cost: TRACE_COST_SETUP must be off, context, unsampled or sampled (got ${setup})`);
   }
-  const [{ SagaClient }, { loadConfig }, { createRedis, Rms }] = await Promise.all([import('../../src/client.js'), import('../../src/config.js'), import('../../src/rms/index.js')]);
+  const [{ SagaClient }, { loadConfig }, { createRedis, Rms }, { sagaTypesFor }] = await Promise.all([
+    import('../../src/client.js'),
+    import('../../src/config.js'),
+    import('../../src/rms/index.js'),
+    import('../../test/fixtures/orders.js'),
+  ]);
   const config = loadConfig(process.env);
-  const sagas = await SagaClient.connect(config, undefined, { temporal: 'on first use' });
+  const sagas = await SagaClient.connect({ sagas: sagaTypesFor(config), config, temporal: 'on first use' });
   const redis = createRedis(config.redis);
   try {
     // The entity of this cart exists (its marker), so every request under a new key is a DUPLICATE.

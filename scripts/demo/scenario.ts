@@ -8,9 +8,10 @@ import { performance } from 'node:perf_hooks';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { SagaClient, StartedSaga } from '../../src/client';
 import type { Rms } from '../../src/rms';
-import { DECLINED_CARD, type SimulatedOrderInput } from '../../src/sagas';
+
 import { isTerminal, sagaWorkflowId, type ReservationAnswer, type SagaState } from '../../src/shared';
 import { temporalAnswerArgs, temporalStartArgs } from './temporal-cli';
+import { DECLINED_CARD, type SimulatedOrderInput } from '../../test/fixtures/orders';
 
 /** What the table shows for a request that the gate rejected: it has no saga. */
 export const REJECTED_AT_GATE = 'rejected at the gate';

@@ -1,6 +1,6 @@
 /**
  * The processes that `make demo` and the Temporal UI test start, and stop again: the dev stack
- * (scripts/dev-up, scripts/dev-down) and one worker process (`src/worker.ts`). Each start tells the
+ * (scripts/dev-up, scripts/dev-down) and one worker process of the order app (`examples/orders/src/worker.ts`). Each start tells the
  * caller whether it started something, so only that is stopped.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -123,12 +123,12 @@ export interface WorkerProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `src/worker.ts` with `env` and resolves once it polls (it prints "worker: polling"). */
+/** Starts the order app's worker (`examples/orders/src/worker.ts`) with `env` and resolves once it polls (it prints "worker: polling"). */
 export async function startWorker(env: NodeJS.ProcessEnv, logPath: string, timeoutMs = 180_000): Promise<WorkerProcess> {
   const log = createWriteStream(logPath, { flags: 'a' });
   // A process group of its own: a Ctrl-C in the terminal reaches only our process, which then sends
   // one SIGTERM. (Its Temporal runtime drains on the first signal and dies at once on a second.)
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/worker.ts')], {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'examples/orders/src/worker.ts')], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -20,8 +20,8 @@ export interface ActivityDeps {
   keyPrefix: string;
   /** Timings of a saga whose start names none. */
   timings: SagaTimings;
-  /** The saga types the worker runs. @default the project's */
-  types?: SagaTypes;
+  /** The saga types the worker runs. */
+  types: SagaTypes;
   /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
@@ -41,7 +41,7 @@ export function createActivities(deps: ActivityDeps) {
     /** Increments a Redis counter and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {
       const redisCounter = await deps.redis.incr(`${deps.keyPrefix}smoke:{${name}}`);
-      const { rows } = await deps.pool.query<{ n: string }>('SELECT count(*) AS n FROM schema_migrations');
+      const { rows } = await deps.pool.query<{ n: string }>('SELECT count(*) AS n FROM reservation_saga_migrations');
       return { redisCounter, migrationsApplied: Number(rows[0]!.n) };
     },
   };

@@ -19,7 +19,6 @@ import {
   parseSagaData,
   planSaga,
   sagaDefinition,
-  sagaTypes,
   stepIdempotencyKey,
   type ExternalStep,
   type ExternalStepContext,
@@ -33,8 +32,8 @@ export interface SagaActivityDeps {
   pool: Pool;
   /** Timings of a saga whose start names none (the worker's configuration). */
   timings: SagaTimings;
-  /** The saga types this worker runs. @default the project's (`sagaTypes`) */
-  types?: SagaTypes;
+  /** The saga types this worker runs. */
+  types: SagaTypes;
   /** The intent-key secret (the clients' own: INTENT_KEY_SECRET). */
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
@@ -85,7 +84,7 @@ function refuseInput(err: unknown): never {
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types = sagaTypes, intentSecret, existsTtlMs, metrics }: SagaActivityDeps) {
+export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, metrics }: SagaActivityDeps) {
   const gate = { rms, pool, existsTtlMs, metrics };
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {

@@ -8,6 +8,7 @@
  * plus the table's own data columns. Every statement is built once, in the constructor, from
  * validated and quoted identifiers; every value is a parameter.
  */
+import { branded } from '../brand';
 import { InvalidArgumentError, DbError } from './errors';
 import { quoteIdentifier, quoteQualifiedName } from './identifiers';
 import { runArrayQuery, runQuery, type Queryable } from './queryable';
@@ -128,7 +129,7 @@ export const TRANSITIONS = {
 /** Statuses a newer token may take over: the holder lost its lease, or the saga was undone. */
 const TAKEOVER_FROM: readonly FencedStatus[] = ['PROCESSING', 'FAILED', 'COMPENSATED'];
 
-const FENCING_COLUMNS = ['id', 'intent_key', 'status', 'last_fencing_token', 'session_id', 'created_at', 'updated_at'];
+export const FENCING_COLUMNS = ['id', 'intent_key', 'status', 'last_fencing_token', 'session_id', 'created_at', 'updated_at'];
 const MAX_BIGINT = 9223372036854775807n;
 
 /** The SQL of one fenced table, built once. Exported for tests and documentation. */
@@ -260,6 +261,8 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
  * (e.g. a CHECK constraint on a data column).
  */
 export class FencedTable {
+  /** The table's name, as given (optionally schema-qualified). */
+  readonly table: string;
   /** The table's data columns, as given. */
   readonly dataColumns: readonly string[];
   private readonly sql: FencedStatements;
@@ -267,6 +270,7 @@ export class FencedTable {
   /** @throws InvalidArgumentError when the table or a column name is not a strict identifier. */
   constructor(options: FencedTableOptions) {
     this.sql = buildStatements(options);
+    this.table = options.table;
     this.dataColumns = [...options.dataColumns];
   }
 
@@ -433,3 +437,4 @@ function normaliseId(id: unknown): string {
 function describe(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value;
 }
+branded(FencedTable, Symbol.for('reservation-saga/FencedTable'));

@@ -17,7 +17,6 @@ export {
   type WriteFencedInput,
   type WriteFencedResult,
 } from './fenced-table';
-export { ordersTable } from './orders';
 export { canonicalJson, requestHash } from './canonical-json';
 export {
   finishExternal,
@@ -41,4 +40,5 @@ export {
   translateDbError,
 } from './errors';
 export { createPool, type PoolOptions } from './pool';
-export { ensureDatabase, migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE } from './migrate';
+export { ensureDatabase, migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE, type MigrateOptions } from './migrate';
+export { checkFencedTable, fencedTableSql, FencedTableSchemaError, OPERATION_COLUMN } from './fenced-schema';

@@ -1,5 +1,6 @@
 /**
- * Applies the numbered, forward-only SQL files in `migrations/` with node-pg-migrate.
+ * Applies numbered, forward-only SQL files with node-pg-migrate: the library's own (`migrations/`,
+ * recorded in `reservation_saga_migrations`), or an app's folder with a table of its own.
  *
  * node-pg-migrate takes a *try* advisory lock and fails when another process holds it. We first take
  * the same advisory lock, blocking, on the connection we hand it: a second process waits for the
@@ -11,11 +12,19 @@ import pg from 'pg';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import { PROJECT_ROOT } from '../paths';
 
-/** Folder of the SQL migrations. */
+/** Folder of the library's SQL migrations. */
 export const MIGRATIONS_DIR = path.join(PROJECT_ROOT, 'migrations');
 
-/** Table that records applied migrations. */
-export const MIGRATIONS_TABLE = 'schema_migrations';
+/** Table that records the library's applied migrations (an app's own migrations keep their own table). */
+export const MIGRATIONS_TABLE = 'reservation_saga_migrations';
+
+/** Which migrations {@link migrate} applies. @default the library's own */
+export interface MigrateOptions {
+  /** A folder of `<timestamp>_<name>.sql` files (each starting `-- Up Migration`). */
+  dir: string;
+  /** The table that records them: one per folder, never the library's. */
+  table: string;
+}
 
 /**
  * Creates the database named in `databaseUrl` when it does not exist yet (connecting to the
@@ -45,8 +54,14 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   }
 }
 
-/** Applies pending migrations; returns the names applied (empty when up to date). */
-export async function migrate(databaseUrl: string, log: (line: string) => void = () => {}): Promise<string[]> {
+/**
+ * Applies pending migrations (the library's, or `options.dir`'s); returns the names applied (empty
+ * when up to date). Processes running it at once apply each migration once.
+ */
+export async function migrate(databaseUrl: string, options?: MigrateOptions, log: (line: string) => void = () => {}): Promise<string[]> {
+  const dir = options?.dir ?? MIGRATIONS_DIR;
+  const table = options?.table ?? MIGRATIONS_TABLE;
+  if (options && table === MIGRATIONS_TABLE) throw new Error(`migrate: ${MIGRATIONS_TABLE} records the library's migrations; give the app's folder a table of its own`);
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
   await client.connect();
   try {
@@ -54,8 +69,8 @@ export async function migrate(databaseUrl: string, log: (line: string) => void =
     try {
       const applied = await runner({
         dbClient: client,
-        dir: MIGRATIONS_DIR,
-        migrationsTable: MIGRATIONS_TABLE,
+        dir,
+        migrationsTable: table,
         direction: 'up',
         singleTransaction: true,
         checkOrder: true,

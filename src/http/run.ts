@@ -9,7 +9,7 @@ import { ConfigError, type Config } from '../config';
 import { createPool } from '../db/pool';
 import { SagaMetrics, serveMetrics, type MetricsEndpoint } from '../metrics';
 import { createRedis } from '../rms/connection';
-import { sagaTypesFor } from '../sagas';
+import { sagaTypesOf, type SagaList } from '../sagas';
 import { createSagaServer } from './server';
 
 /** A running `saga serve`. */
@@ -27,6 +27,8 @@ export interface RunningSagaServer {
 
 /** Options of {@link runSagaServer}. */
 export interface RunSagaServerOptions {
+  /** The app's saga types (the workers' own): what it accepts, and its OpenAPI document. */
+  sagas: SagaList;
   /** Signals that stop the server gracefully. @default ['SIGINT', 'SIGTERM'] */
   signals?: NodeJS.Signals[];
   /** Where it says what it does (never a token). @default standard error */
@@ -42,16 +44,16 @@ export interface RunSagaServerOptions {
  * and serves the HTTP API until a signal or {@link RunningSagaServer.close}.
  * @throws ConfigError when SAGA_SERVE_TOKENS (or a secret every client needs) is not set.
  */
-export async function runSagaServer(config: Config, options: RunSagaServerOptions = {}): Promise<RunningSagaServer> {
+export async function runSagaServer(config: Config, options: RunSagaServerOptions): Promise<RunningSagaServer> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   if (config.serve.clients.length === 0) {
     throw new ConfigError('SAGA_SERVE_TOKENS', 'is not set: saga serve answers only callers with a token (`<client id>:<token>`, comma-separated, one per client)');
   }
   const { SagaClient } = await import('../client.js');
-  const types = sagaTypesFor(config);
+  const types = sagaTypesOf(options.sagas);
   // The gate's metrics, on an endpoint of their own (never on the API's address, which needs a token).
   const metrics = config.observability.metrics ? new SagaMetrics({ types }) : undefined;
-  const client = await SagaClient.connect(config, undefined, { metrics });
+  const client = await SagaClient.connect({ sagas: types, config, metrics });
   // The readiness probes' own connections: SagaClient keeps its own to itself.
   const redis = createRedis(config.redis);
   const pool = createPool({ ...config.db, poolMax: 1 });

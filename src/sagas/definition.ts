@@ -7,6 +7,7 @@ import type { PoolClient } from 'pg';
 import type { z } from 'zod';
 import type { FencedTable } from '../db';
 import type { CompensationPolicy, SagaStepPlan } from '../shared';
+import { branded } from '../brand';
 
 /** What a step handler knows about its saga. */
 export interface StepContext<I> {
@@ -181,15 +182,17 @@ export class StepRejectedError extends Error {
     super(message);
   }
 }
+branded(StepRejectedError, Symbol.for('reservation-saga/StepRejectedError'));
 
 /** Thrown by a compensation the other system refused; it is retried, then recorded as failed. */
 export class CompensationRefusedError extends Error {
   override readonly name = 'CompensationRefusedError';
 }
+branded(CompensationRefusedError, Symbol.for('reservation-saga/CompensationRefusedError'));
 
 /** Thrown for input a saga type does not accept, before any side effect. */
 export class SagaInputError extends Error {
-  override readonly name = 'SagaInputError';
+  override readonly name: string = 'SagaInputError';
   constructor(
     message: string,
     /** `UNKNOWN_SAGA_TYPE`, `INVALID_INPUT` or `IDEMPOTENCY_KEY_REUSED` (see ErrorType). */
@@ -198,3 +201,4 @@ export class SagaInputError extends Error {
     super(message);
   }
 }
+branded(SagaInputError, Symbol.for('reservation-saga/SagaInputError'));

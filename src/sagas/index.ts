@@ -1,5 +1,5 @@
 /**
- * The saga types this deployment runs, and the one place a request becomes a saga input: validated
+ * The saga types an app declares, and the one place a request becomes a saga input: validated
  * against the type's schema, reduced to its intent key, hashed for the idempotency check.
  */
 import { createHash, randomUUID } from 'node:crypto';
@@ -8,26 +8,8 @@ import { requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
-import { PaymentProviderClient } from '../provider/client';
-import { DEFAULT_PAYMENT_PROVIDER, orderSaga, orderSagaType, orderSagaWithSimulations, orderSagaWithSimulationsType } from './order';
-import { orderAmendSagaType, orderCancelSagaType, orderAmendSagaWithSimulationsType } from './order-operations';
-
 export * from './definition';
-export {
-  orderSaga,
-  orderSagaType,
-  orderSagaWithSimulations,
-  orderSagaWithSimulationsType,
-  DEFAULT_PAYMENT_PROVIDER,
-  DECLINED_CARD, REFUND_REFUSED_CARD, type OrderInput, type SimulatedOrderInput } from './order';
-export {
-  orderAmendSagaType,
-  orderAmendSagaWithSimulationsType,
-  orderCancelSagaType,
-  type OrderAmendInput,
-  type OrderCancelInput,
-  type SimulatedOrderAmendInput,
-} from './order-operations';
+export * from './define';
 
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -44,43 +26,8 @@ export function defineSagaTypes(...definitions: SagaType<any>[]): SagaTypes {
   return Object.freeze(Object.fromEntries(definitions.map((d) => [d.type, d as unknown as SagaType<unknown>])));
 }
 
-/** The project's saga types (`order`, `order-cancel`, `order-amend`), paying through `payments`. */
-function orderTypes(payments: PaymentProviderClient, simulations: boolean): SagaTypes {
-  return simulations
-    ? defineSagaTypes(orderSagaWithSimulationsType(payments), orderCancelSagaType(payments), orderAmendSagaWithSimulationsType(payments))
-    : defineSagaTypes(orderSagaType(payments), orderCancelSagaType(payments), orderAmendSagaType(payments));
-}
-
-const defaultPayments = new PaymentProviderClient(DEFAULT_PAYMENT_PROVIDER);
-
-/** The saga types this project ships (the default of the worker, the client and the CLI). */
-export const sagaTypes: SagaTypes = defineSagaTypes(orderSaga, orderCancelSagaType(defaultPayments), orderAmendSagaType(defaultPayments));
-
-/**
- * The project's saga types with their test knobs (`simulate`: a long write, slow steps), for tests
- * and the demo only: a knob holds a connection, a transaction and its locks as long as a caller asks.
- */
-export const sagaTypesWithSimulations: SagaTypes = defineSagaTypes(
-  orderSagaWithSimulations,
-  orderCancelSagaType(defaultPayments),
-  orderAmendSagaWithSimulationsType(defaultPayments),
-);
-
-/**
- * The saga types a worker runs and a client accepts under `config`: the project's, or, when the
- * config turns `SAGA_SIMULATIONS` on, {@link sagaTypesWithSimulations}; their payment steps call the
- * config's provider (PAYMENT_PROVIDER_URL).
- */
-export function sagaTypesFor(config: { simulations: boolean; paymentProvider?: { url: string; timeoutMs: number } }): SagaTypes {
-  const provider = config.paymentProvider;
-  if (!provider) {
-    return config.simulations ? sagaTypesWithSimulations : sagaTypes;
-  }
-  return orderTypes(new PaymentProviderClient({ baseUrl: provider.url, timeoutMs: provider.timeoutMs }), config.simulations);
-}
-
 /** The definition of `type`, or a SagaInputError naming the known ones. */
-export function sagaDefinition(type: string, types: SagaTypes = sagaTypes): SagaType<unknown> {
+export function sagaDefinition(type: string, types: SagaTypes): SagaType<unknown> {
   const def = Object.hasOwn(types, type) ? types[type] : undefined;
   if (!def) {
     throw new SagaInputError(`unknown saga type ${JSON.stringify(type)} (known: ${Object.keys(types).join(', ')})`, ErrorType.UNKNOWN_SAGA_TYPE);
@@ -185,7 +132,7 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings; types?: SagaTypes; intentSecret: Uint8Array },
+  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array },
 ): SagaInput {
   const def = sagaDefinition(type, options.types);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
@@ -284,7 +231,7 @@ const sagaStartSchema = z
  */
 export function planSaga(
   start: unknown,
-  ctx: { workflowId: string; namespace: string; timings: SagaTimings; types?: SagaTypes; intentSecret: Uint8Array },
+  ctx: { workflowId: string; namespace: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array },
 ): SagaPlan {
   if (typeof start !== 'object' || start === null || Array.isArray(start)) {
     throw new SagaInputError('the saga input must be an object {type, idempotencyKey, data}', ErrorType.INVALID_INPUT);

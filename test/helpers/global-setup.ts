@@ -21,10 +21,11 @@ import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { loadConfig } from '../../src/config';
-import { ensureDatabase, migrate } from '../../src/db/migrate';
+import { ensureDatabase } from '../../src/db/migrate';
 import { setupCluster } from '../../src/setup';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
 import { TEST_CODEC_KEYS, TEST_INTENT_SECRET } from './secrets';
+import { migrateOrders } from '../fixtures/orders';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -62,7 +63,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const runPrefix = `rstest:${runId}:`;
 
   await ensureDatabase(databaseUrl.toString());
-  await migrate(databaseUrl.toString());
+  await migrateOrders(databaseUrl.toString());
 
   const executable = temporalExecutable();
   const temporal = SHARED_TEMPORAL ? await sharedServer(SHARED_TEMPORAL, `rstest-${runId}`) : await ownDevServer(executable);

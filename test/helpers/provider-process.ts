@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
-import { createProviderServer, ensureProviderSchema } from '../../src/provider';
+import { createProviderServer, ensureProviderSchema } from '../fixtures/orders';
 
 const LISTENING = 'provider-process: listening on ';
 

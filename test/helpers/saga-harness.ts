@@ -13,14 +13,15 @@ import { inject } from 'vitest';
 import { SagaClient } from '../../src/client';
 import { requireIntentSecret, type Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
-import { createProviderServer, ensureProviderSchema, PaymentProviderClient, type ProviderCharge } from '../../src/provider';
+
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { dataConverterOf } from '../../src/temporal';
 import { createWorker, type AppWorker } from '../../src/worker';
-import { sagaTypesFor, type SagaTypes, type SimulatedOrderInput } from '../../src/sagas';
+import { type SagaTypes } from '../../src/sagas';
 import type { SagaTimings } from '../../src/shared';
 import { testConfig } from './context';
+import { createProviderServer, ensureProviderSchema, PaymentProviderClient, type ProviderCharge, sagaTypesFor, type SimulatedOrderInput } from '../fixtures/orders';
 
 /** Short timings: lease 3 s, beats every 300 ms, heartbeat timeout 1.5 s. */
 export const FAST_TIMINGS = { LEASE_MS: '3000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' };
@@ -39,8 +40,12 @@ export interface SagaHarness {
   newClient: (timings?: Partial<SagaTimings>) => SagaClient;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
-  /** The payment provider of this harness (in-process, real HTTP; the config's PAYMENT_PROVIDER_URL). */
+  /** The saga types of worker and client (the order app's, calling {@link payments}, unless given). */
+  types: SagaTypes;
+  /** The payment provider of this harness (in-process, real HTTP, at `providerUrl`). */
   payments: PaymentProviderClient;
+  /** The provider's base URL (what PAYMENT_PROVIDER_URL names for worker processes of this harness). */
+  providerUrl: string;
   /** The provider's charges of one saga (by the reference the order's charge sends: its saga key). */
   chargesOf: (sagaKey: string) => Promise<ProviderCharge[]>;
   stop: () => Promise<void>;
@@ -48,28 +53,30 @@ export interface SagaHarness {
 
 /**
  * Starts a payment provider, a worker (unless `worker: false`) and a client for the test file named
- * `name`. Worker and client run `sagaTypes` if given (or made from the config, when a function), else
- * the config's (with simulations, unless `env` turns SAGA_SIMULATIONS off); worker processes started
- * with its config (test/helpers/processes.ts) too.
+ * `name`. Worker and client run `sagaTypes` if given (or made from the config and the provider's URL,
+ * when a function), else the order app's (with simulations, unless `env` turns SAGA_SIMULATIONS off).
  */
 export async function startHarness(
   name: string,
-  options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes | ((config: Config) => SagaTypes) } = {},
+  options: { worker?: boolean; env?: NodeJS.ProcessEnv; sagaTypes?: SagaTypes | ((config: Config, providerUrl: string) => SagaTypes) } = {},
 ): Promise<SagaHarness> {
   const pool = createPool(testConfig(name, { ...options.env }).db);
   await ensureProviderSchema(pool);
   const provider = createProviderServer({ pool });
   await provider.listen({ host: '127.0.0.1', port: 0 });
   const providerUrl = `http://127.0.0.1:${(provider.server.address() as AddressInfo).port}`;
-  const config = testConfig(name, { ...FAST_TIMINGS, ...TEST_ENV, PAYMENT_PROVIDER_URL: providerUrl, ...options.env });
-  const types = typeof options.sagaTypes === 'function' ? options.sagaTypes(config) : (options.sagaTypes ?? sagaTypesFor(config));
-  const payments = new PaymentProviderClient({ baseUrl: config.paymentProvider.url, timeoutMs: 5000 });
+  const config = testConfig(name, { ...FAST_TIMINGS, ...TEST_ENV, ...options.env });
+  // The order app reads its provider from the environment: worker and CLI processes this file starts
+  // inherit it (each test file runs in a process of its own).
+  process.env.PAYMENT_PROVIDER_URL = providerUrl;
+  const types = typeof options.sagaTypes === 'function' ? options.sagaTypes(config, providerUrl) : (options.sagaTypes ?? sagaTypesFor(config, providerUrl));
+  const payments = new PaymentProviderClient({ baseUrl: providerUrl, timeoutMs: 5000 });
   let app: AppWorker | undefined;
   let running: Promise<void> = Promise.resolve();
   let nativeConnection: NativeConnection | undefined;
   if (options.worker !== false) {
     nativeConnection = await NativeConnection.connect({ address: config.temporal.address });
-    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') }, sagaTypes: types });
+    app = await createWorker({ config, connection: nativeConnection, workflowBundle: { codePath: inject('workflowBundlePath') }, sagas: types });
     running = app.worker.run();
   }
   const redis = createRedis(config.redis);
@@ -96,7 +103,9 @@ export async function startHarness(
     pool,
     rms,
     app,
+    types,
     payments,
+    providerUrl,
     chargesOf: (sagaKey) => payments.chargesByReference(sagaKey),
     stop: async () => {
       app?.worker.shutdown();

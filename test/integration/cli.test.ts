@@ -5,9 +5,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli';
-import { DECLINED_CARD } from '../../src/sagas';
+
 import { envOf } from '../helpers/processes';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { DECLINED_CARD } from '../fixtures/orders';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
 const ROOT = path.resolve(__dirname, '../..');

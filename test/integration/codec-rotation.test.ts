@@ -28,7 +28,7 @@ const withKeys = (keys: string): Config => loadConfig({ ...configEnv(h.config), 
 
 async function runWorker<T>(config: Config, fn: () => Promise<T>): Promise<T> {
   const connection = await NativeConnection.connect({ address: config.temporal.address });
-  const app = await createWorker({ config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+  const app = await createWorker({ sagas: h.types, config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
   try {
     return await app.worker.runUntil(fn);
   } finally {

@@ -5,11 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
+
 import type { StartedSaga } from '../../src/client';
 import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
 const DECLINED = '4000000000000002';

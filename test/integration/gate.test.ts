@@ -15,16 +15,17 @@ import type { FastifyInstance } from 'fastify';
 import { SagaClient } from '../../src/client';
 import { EncryptionCodec, createCodecServer } from '../../src/codec';
 import { requireCodecKeys, type Config } from '../../src/config';
-import { ordersTable, type FencedTable } from '../../src/db';
+import { type FencedTable } from '../../src/db';
 import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
-import { DECLINED_CARD, sagaSessionId } from '../../src/sagas';
+import { sagaSessionId } from '../../src/sagas';
 import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { ordersTable, DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {
@@ -37,7 +38,7 @@ afterAll(async () => {
 /** Runs an in-process worker on the test's task queue (with the harness's config, or `config`) while `fn` runs. */
 async function withWorker<T>(fn: () => Promise<T>, config: Config = h.config): Promise<T> {
   const connection = await NativeConnection.connect({ address: config.temporal.address });
-  const app = await createWorker({ config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+  const app = await createWorker({ sagas: sagaTypesFor(config, h.providerUrl), config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
   try {
     return await app.worker.runUntil(fn);
   } finally {
@@ -65,6 +66,7 @@ const clientOptions = () => ({
   taskQueue: h.config.temporal.taskQueue,
   uiUrl: '',
   timings: { ...h.config.saga, compensationAttempts: 2 },
+  types: h.types,
   intentSecret: TEST_INTENT_SECRET,
 });
 
@@ -544,10 +546,10 @@ describe('a saga started by a plain Temporal client', () => {
 });
 
 describe('SagaClient.connect', () => {
-  it('accepts the simulation knobs only when the config turns SAGA_SIMULATIONS on', async () => {
+  it('accepts what the saga types it is given accept: the order app\'s simulation knobs only with SAGA_SIMULATIONS on', async () => {
     const slow = order({ simulate: { stepDelayMs: 1 } });
-    const on = await SagaClient.connect({ ...h.config, simulations: true });
-    const off = await SagaClient.connect({ ...h.config, simulations: false });
+    const on = await SagaClient.connect({ sagas: sagaTypesFor({ simulations: true }), config: h.config });
+    const off = await SagaClient.connect({ sagas: sagaTypesFor({ simulations: false }), config: h.config });
     try {
       expect(on.prepare('order', slow).payload).toEqual(slow);
       expect(() => off.prepare('order', slow)).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));

@@ -9,9 +9,10 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createSagaServer, type SagaBackend, type SagaServerOptions } from '../../src/http';
-import { sagaTypesFor } from '../../src/sagas';
+
 import { envOf } from '../helpers/processes';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { sagaTypesFor } from '../fixtures/orders';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLIENTS = [

@@ -11,10 +11,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createSagaActivities } from '../../src/activities/saga';
 import { createPool } from '../../src/db/pool';
 import { Rms, createRedis, intentKey } from '../../src/rms';
-import { orderSaga, sagaTypes } from '../../src/sagas';
+
 import { testConfig } from '../helpers/context';
 import { eventually, order } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { orderSaga, sagaTypes } from '../fixtures/orders';
 
 const config = testConfig('lease keeping');
 const timings = { leaseMs: 600, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 400, compensationAttempts: 1 };

@@ -4,10 +4,11 @@
  * the marker again (with the TTL). Redis forgetting is never a second entity.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
+
 import { intentKeys } from '../../src/rms';
-import { DECLINED_CARD } from '../../src/sagas';
+
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable, DECLINED_CARD } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {

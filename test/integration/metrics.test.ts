@@ -6,14 +6,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config';
-import { ordersTable } from '../../src/db';
+
 import { runSagaServer, type RunningSagaServer } from '../../src/http/run';
 import { intentKeys } from '../../src/rms';
-import { DECLINED_CARD } from '../../src/sagas';
+
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { EXPRESSIONS, labelsUsed, seriesOf } from '../helpers/observability-docs';
 import { freePort } from '../helpers/redis-servers';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable, DECLINED_CARD } from '../fixtures/orders';
 
 const CALLER = { id: 'metrics', token: 'metrics-test-token-0123456789' };
 
@@ -37,7 +38,7 @@ beforeAll(async () => {
     serve: { ...h.config.serve, host: '127.0.0.1', port: 0, clients: [CALLER] },
     observability: { metrics: { host: '127.0.0.1', port: 0 }, logLevel: 'INFO' },
   };
-  serve = await runSagaServer(serveConfig, { signals: [], log: () => undefined, logStream: { write: (line) => void serveLines.push(line) } });
+  serve = await runSagaServer(serveConfig, { sagas: h.types, signals: [], log: () => undefined, logStream: { write: (line) => void serveLines.push(line) } });
 });
 
 afterAll(async () => {

@@ -11,24 +11,10 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import {
-  createProviderServer,
-  DECLINED_TEST_CARD,
-  ensureProviderSchema,
-  IdempotencyKeyInUseError,
-  IdempotencyKeyReusedError,
-  IdempotencyKeyVoidedError,
-  PaymentDeclinedError,
-  PaymentProviderClient,
-  PaymentProviderError,
-  ProviderRequestError,
-  ProviderUnavailableError,
-  REFUND_REFUSED_TEST_CARD,
-  RefundRefusedError,
-  runPaymentProvider,
-} from '../../src/provider';
+
 import { testConfig } from '../helpers/context';
 import { killProviderProcesses, startProviderProcess } from '../helpers/provider-process';
+import { createProviderServer, DECLINED_TEST_CARD, ensureProviderSchema, IdempotencyKeyInUseError, IdempotencyKeyReusedError, IdempotencyKeyVoidedError, PaymentDeclinedError, PaymentProviderClient, PaymentProviderError, ProviderRequestError, ProviderUnavailableError, REFUND_REFUSED_TEST_CARD, RefundRefusedError, runPaymentProvider } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
 /** The slow instance's processing time: long enough for twenty requests to arrive meanwhile. */
@@ -381,8 +367,8 @@ describe('a provider process killed between commit and reply', () => {
 describe('runPaymentProvider', () => {
   it('makes its schema, listens where the config says, logs each outcome, and closes', async () => {
     const lines: string[] = [];
-    const config = testConfig('provider run', { PAYMENT_PROVIDER_ADDRESS: '127.0.0.1:0' });
-    const running = await runPaymentProvider(config, { log: (line) => lines.push(line) });
+    const config = testConfig('provider run');
+    const running = await runPaymentProvider({ databaseUrl: config.db.url, host: '127.0.0.1', port: 0, log: (line) => lines.push(line) });
     const k = key('run');
 
     const charge = await new PaymentProviderClient({ baseUrl: running.url, timeoutMs: 5000 }).charge({ idempotencyKey: k, amountCents: 300, card: CARD });

@@ -69,12 +69,13 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createSagaActivities } from '../../src/activities/saga';
 import { reserveIntent } from '../../src/gate';
-import { ordersTable, type FencedRow, type FencedTable, type Queryable } from '../../src/db';
+import { type FencedRow, type FencedTable, type Queryable } from '../../src/db';
 import { Rms, createRedis, intentKey, intentKeys, type IntentInspection } from '../../src/rms';
-import { defineSagaTypes, orderSaga } from '../../src/sagas';
+import { defineSagaTypes } from '../../src/sagas';
 import { testConfig } from '../helpers/context';
 import { testPool } from '../helpers/db-fixtures';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { ordersTable, orderSaga } from '../fixtures/orders';
 
 const SEED = envInt('RMS_MODEL_SEED', 20261122);
 const RUNS = envInt('RMS_MODEL_RUNS', 40);

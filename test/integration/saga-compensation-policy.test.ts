@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
-import { REFUND_REFUSED_CARD, defineSagaTypes, sagaTypesFor } from '../../src/sagas';
+
+import { defineSagaTypes } from '../../src/sagas';
 import type { CompensationPolicy } from '../../src/shared';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {

@@ -6,17 +6,10 @@
  * only after the saga was cancelled and compensated (it must charge nothing).
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { PaymentDeclinedError, RefundRefusedError, type PaymentProviderClient } from '../../src/provider';
-import {
-  CompensationRefusedError,
-  StepRejectedError,
-  defineSagaTypes,
-  externalStep,
-  orderSagaWithSimulations,
-  type ExternalStepContext,
-  type SimulatedOrderInput,
-} from '../../src/sagas';
+
+import { CompensationRefusedError, StepRejectedError, defineSagaTypes, externalStep, type ExternalStepContext } from '../../src/sagas';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { PaymentDeclinedError, RefundRefusedError, type PaymentProviderClient, orderSagaWithSimulations, type SimulatedOrderInput } from '../fixtures/orders';
 
 /** The harness's provider (in-process, over real HTTP). */
 let payments: PaymentProviderClient;

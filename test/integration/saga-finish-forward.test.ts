@@ -5,8 +5,9 @@
  */
 import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
+
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {

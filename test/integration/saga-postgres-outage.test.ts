@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { createPool } from '../../src/db/pool';
-import { ordersTable } from '../../src/db';
+
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy';
+import { ordersTable } from '../fixtures/orders';
 
 let proxy: TcpProxy;
 let h: SagaHarness;

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { killProviderProcesses, startProviderProcess, type ProviderProcess } from '../helpers/provider-process';
 import { freePort } from '../helpers/redis-servers';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { sagaTypesFor } from '../fixtures/orders';
 
 const key = `crash-${randomUUID()}`;
 const workflowId = `order-${key}`;
@@ -19,7 +20,8 @@ let h: SagaHarness;
 beforeAll(async () => {
   port = await freePort();
   first = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port, crashOnKey: `${workflowId}:chargePayment` });
-  h = await startHarness('saga provider crash', { env: { PAYMENT_PROVIDER_URL: first.url } });
+  // The harness's worker charges through the provider process that crashes, not the harness's own.
+  h = await startHarness('saga provider crash', { sagaTypes: (config) => sagaTypesFor(config, first.url) });
 });
 afterAll(async () => {
   await h?.stop();

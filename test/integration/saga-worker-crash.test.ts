@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
+
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
+import { ordersTable } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {

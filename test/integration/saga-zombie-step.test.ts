@@ -7,9 +7,10 @@
  */
 import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
-import { defineSagaTypes, orderSaga, type StepHandler, type OrderInput } from '../../src/sagas';
+
+import { defineSagaTypes, type StepHandler } from '../../src/sagas';
 import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { ordersTable, orderSaga, type OrderInput } from '../fixtures/orders';
 
 /** The hung call: chargePayment's attempts wait on it (after their claim, before their charge). */
 let called!: () => void;

@@ -3,12 +3,13 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { decodeOptionalSinglePayload } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ordersTable } from '../../src/db';
+
 import { intentKey, intentKeys } from '../../src/rms';
-import { DECLINED_CARD, orderSaga, REFUND_REFUSED_CARD, SagaInputError } from '../../src/sagas';
+import { SagaInputError } from '../../src/sagas';
 import { sagaWorkflowId, type SagaState } from '../../src/shared';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { ordersTable, DECLINED_CARD, orderSaga, REFUND_REFUSED_CARD } from '../fixtures/orders';
 
 let h: SagaHarness;
 beforeAll(async () => {

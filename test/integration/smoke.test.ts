@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { inject, describe, expect, it } from 'vitest';
+import { sagaTypes } from '../fixtures/orders';
 import { smokeWorkflow } from '../../src/workflows';
 import { dataConverterOf } from '../../src/temporal';
 import { createWorker } from '../../src/worker';
@@ -11,6 +12,7 @@ describe('the whole chain', () => {
     const config = testConfig('smoke');
     const nativeConnection = await NativeConnection.connect({ address: config.temporal.address });
     const { worker, redis, pool, close } = await createWorker({
+      sagas: sagaTypes,
       config,
       connection: nativeConnection,
       workflowBundle: { codePath: inject('workflowBundlePath') },

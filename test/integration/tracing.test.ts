@@ -50,10 +50,10 @@ describe('traces in one process (in-memory span exporter)', () => {
     const tracing = startTracing({ serviceName: 'tracing-test', spanProcessors: [new SimpleSpanProcessor(exporter)] });
     expect(tracing).toBeDefined();
     // Made after tracing started, as a process's entry point makes them: both pick it up.
-    client = await SagaClient.connect(h.config);
+    client = await SagaClient.connect({ sagas: h.types, config: h.config });
     const connection = await NativeConnection.connect({ address: h.config.temporal.address });
     // No prebuilt bundle: the worker bundles its workflows with the tracing interceptors, as `src/worker.ts` run by tsx does.
-    const app = await createWorker({ config: h.config, connection });
+    const app = await createWorker({ sagas: h.types, config: h.config, connection });
     const running = app.worker.run();
     stopWorker = async () => {
       app.worker.shutdown();
@@ -276,7 +276,7 @@ describe('traces across processes (OTLP/HTTP from the OTEL_* environment)', () =
     const workerSpans = inTrace().filter((s) => s.service === 'reservation-saga-worker');
     expect(workerSpans.some((s) => s.attributes['db.system'] === 'redis')).toBe(true);
     expect(workerSpans.some((s) => s.attributes['db.system'] === 'postgresql')).toBe(true);
-    expect(workerSpans.some((s) => s.kind === 3 && String(s.attributes['url.full'] ?? s.attributes['http.url']).startsWith(h.config.paymentProvider.url))).toBe(true);
+    expect(workerSpans.some((s) => s.kind === 3 && String(s.attributes['url.full'] ?? s.attributes['http.url']).startsWith(h.providerUrl))).toBe(true);
     // No span of the saga started a trace of its own.
     expect(collector.spans.filter((s) => s.attributes.temporalWorkflowId === workflowId && s.traceId !== traceId).map((s) => s.name)).toEqual([]);
 

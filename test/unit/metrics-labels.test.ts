@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SagaMetrics } from '../../src/metrics';
 import { intentKey } from '../../src/rms';
-import { sagaTypes, sagaTypesWithSimulations } from '../../src/sagas';
+import { sagaTypes, sagaTypesWithSimulations } from '../fixtures/orders';
 
 /**
  * The only label names a metric of ours may carry: each holds a value from a bounded set (a

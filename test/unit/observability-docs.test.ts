@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SagaMetrics } from '../../src/metrics';
-import { sagaTypes } from '../../src/sagas';
+
 import { ALERTS, DASHBOARD, EXPRESSIONS, labelsUsed, seriesOf } from '../helpers/observability-docs';
+import { sagaTypes } from '../fixtures/orders';
 
 describe('the dashboard and the alerting rules', () => {
   const metrics = new SagaMetrics({ types: sagaTypes });

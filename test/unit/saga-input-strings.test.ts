@@ -5,9 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ordersTable } from '../../src/db';
-import { defineSagaTypes, planSaga, prepareSaga, type OrderInput, type SagaDefinition } from '../../src/sagas';
+
+import { defineSagaTypes, planSaga, prepareSaga, type SagaDefinition } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { ordersTable, sagaTypes, type OrderInput } from '../fixtures/orders';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
 const cart: OrderInput = {
@@ -58,7 +59,7 @@ describe('hostile strings in a saga input', () => {
     ['a lone low surrogate', `${LOW}ada`, /unpaired surrogate/],
     ['a surrogate pair in the wrong order', `a${LOW}${HIGH}a`, /unpaired surrogate/],
   ])('refuses an order whose customer holds %s with INVALID_INPUT naming the field, and not echoing the value', (_, customer, what) => {
-    const err = refusal(() => prepareSaga('order', { ...cart, customer }, { timings, intentSecret: TEST_INTENT_SECRET }));
+    const err = refusal(() => prepareSaga('order', { ...cart, customer }, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }));
 
     expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
     expect(err.message).toMatch(/^invalid order input at customer: /);
@@ -125,6 +126,6 @@ describe('hostile strings in a saga input', () => {
     const friendly = { ...note, title: 'héllo 😀 世界', meta: { tags: ['tab\there', 'Ω'], labels: { 'ключ 🔑': 'значение' } } };
 
     expect(prepareSaga('note', friendly, { timings, intentSecret: TEST_INTENT_SECRET, types }).payload).toEqual(friendly);
-    expect(prepareSaga('order', { ...cart, customer: 'Zoë 😀' }, { timings, intentSecret: TEST_INTENT_SECRET }).payload).toMatchObject({ customer: 'Zoë 😀' });
+    expect(prepareSaga('order', { ...cart, customer: 'Zoë 😀' }, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }).payload).toMatchObject({ customer: 'Zoë 😀' });
   });
 });

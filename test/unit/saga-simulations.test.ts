@@ -6,8 +6,9 @@
 import type { PoolClient } from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config';
-import { orderSaga, orderSagaWithSimulations, planSaga, prepareSaga, sagaTypes, sagaTypesFor, type ExternalStep, type OrderInput, type SimulatedOrderInput, type StepHandler } from '../../src/sagas';
+import { planSaga, prepareSaga, type ExternalStep, type StepHandler } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { orderSaga, orderSagaWithSimulations, sagaTypes, sagaTypesFor, type OrderInput, type SimulatedOrderInput } from '../fixtures/orders';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
 const cart: OrderInput = {
@@ -30,15 +31,15 @@ function recordingTx(): { tx: PoolClient; statements: string[] } {
 
 describe('the production order type', () => {
   it('refuses a simulate field with INVALID_INPUT, from a client and from a plain Temporal start', () => {
-    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET })).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
-    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET })).toThrow(/^invalid order input at \(root\): .*simulate/);
-    expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: slow }, { workflowId: 'order-k1', namespace: 'default', timings, intentSecret: TEST_INTENT_SECRET })).toThrow(
+    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes })).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
+    expect(() => prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes })).toThrow(/^invalid order input at \(root\): .*simulate/);
+    expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: slow }, { workflowId: 'order-k1', namespace: 'default', timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes })).toThrow(
       expect.objectContaining({ code: 'INVALID_INPUT', message: expect.stringMatching(/simulate/) }),
     );
   });
 
   it('is what the project ships, and what a config without SAGA_SIMULATIONS selects', () => {
-    expect(sagaTypes.order).toBe(orderSaga);
+    expect(sagaTypes.order!.schema).toBe(orderSaga.schema);
     // A worker's own (its payment steps call the config's provider), with the production schema.
     expect(Object.keys(sagaTypesFor(loadConfig({})))).toEqual(['order', 'order-cancel', 'order-amend']);
     expect(sagaTypesFor(loadConfig({})).order!.schema).toBe(orderSaga.schema);
@@ -69,7 +70,7 @@ describe('the order type with simulations (SAGA_SIMULATIONS=true)', () => {
     const prepared = prepareSaga('order', slow, { timings, intentSecret: TEST_INTENT_SECRET, types: types() });
 
     expect(prepared.payload).toEqual(slow);
-    expect(prepared.intentKey).toBe(prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET }).intentKey);
+    expect(prepared.intentKey).toBe(prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }).intentKey);
   });
 
   it('keeps the production bounds on the knobs: at most 10 minutes, whole milliseconds, no other field', () => {

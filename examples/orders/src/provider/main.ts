@@ -1,12 +1,17 @@
 /** Runs the example payment provider as a service (what `saga payment-provider` starts). */
 import type { AddressInfo } from 'node:net';
-import type { Config } from '../config';
-import { createPool } from '../db/pool';
+import pg from 'pg';
 import { ensureProviderSchema } from './schema';
 import { createProviderServer } from './server';
 
 /** Options of {@link runPaymentProvider}. */
 export interface RunPaymentProviderOptions {
+  /** The database its tables live in (schema `payment_provider`). */
+  databaseUrl: string;
+  /** Where it listens. */
+  host: string;
+  /** Port to listen on (0: a free one). */
+  port: number;
   /**
    * Receives one line per charge or refund outcome (see {@link createProviderServer}).
    * @default a line on stdout
@@ -23,24 +28,24 @@ export interface RunningPaymentProvider {
 }
 
 /**
- * Starts the example payment provider from `config`: a pool on `config.db`, schema
- * `payment_provider` made if missing, and the server listening on `config.paymentProvider.host`
- * and `port`. Installs no signal handlers: the caller decides when to {@link RunningPaymentProvider.close}.
+ * Starts the example payment provider: a pool on `databaseUrl`, schema `payment_provider` made if
+ * missing, and the server listening on `host` and `port`. Installs no signal handlers: the caller
+ * decides when to {@link RunningPaymentProvider.close}.
  */
-export async function runPaymentProvider(config: Config, options: RunPaymentProviderOptions = {}): Promise<RunningPaymentProvider> {
+export async function runPaymentProvider(options: RunPaymentProviderOptions): Promise<RunningPaymentProvider> {
   const log = options.log ?? ((line: string) => void process.stdout.write(`${line}\n`));
-  const pool = createPool(config.db);
+  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
   try {
     await ensureProviderSchema(pool);
     const app = createProviderServer({ pool, log });
     try {
-      await app.listen({ host: config.paymentProvider.host, port: config.paymentProvider.port });
+      await app.listen({ host: options.host, port: options.port });
     } catch (err) {
       await app.close();
       throw err;
     }
     const { port } = app.server.address() as AddressInfo;
-    const host = config.paymentProvider.host.includes(':') ? `[${config.paymentProvider.host}]` : config.paymentProvider.host;
+    const host = options.host.includes(':') ? `[${options.host}]` : options.host;
     return {
       url: `http://${host}:${port}`,
       async close() {

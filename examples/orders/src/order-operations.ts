@@ -11,10 +11,11 @@
  */
 import type { PoolClient } from 'pg';
 import { z } from 'zod';
-import { ordersTable } from '../db/orders';
-import { PaymentDeclinedError, RefundRefusedError, type PaymentProviderClient } from '../provider/client';
+import { ordersTable } from './orders-table';
+import { PaymentDeclinedError, RefundRefusedError, type PaymentProviderClient } from './provider/client';
 import {
   CompensationRefusedError,
+  defineOperation,
   externalStep,
   StepRejectedError,
   stepIdempotencyKey,
@@ -22,7 +23,7 @@ import {
   type ExternalStepContext,
   type StepContext,
   type StepHandler,
-} from './definition';
+} from 'reservation-saga';
 import { bySku, paymentSchema, skuSchema, slowed } from './order';
 
 /** An order's row id, as the `order` saga's result names it (`entityId`). */
@@ -152,8 +153,7 @@ export function orderCancelSagaType(payments: PaymentProviderClient): EntityOper
     return refund(payments, ctx, cancelled.paymentKey);
   });
 
-  return {
-    kind: 'operation',
+  return defineOperation<OrderCancelInput>({
     type: 'order-cancel',
     scope: 'order',
     schema: cancelSchema,
@@ -166,7 +166,7 @@ export function orderCancelSagaType(payments: PaymentProviderClient): EntityOper
     ],
     handlers: { cancelOrder, reinstateOrder, refundOrder },
     compensation: { parallel: false, continueOnError: true, freeIntent: false },
-  };
+  });
 }
 
 /** The `order-amend` saga type: charges and refunds through `payments`. */
@@ -252,8 +252,7 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
     return refund(payments, ctx, priced.previous.paymentKey);
   });
 
-  return {
-    kind: 'operation',
+  return defineOperation<OrderAmendInput>({
     type: 'order-amend',
     scope: 'order',
     schema: amendSchema,
@@ -270,7 +269,7 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
     ],
     handlers: { priceAmendment, chargeAmendedOrder, refundAmendedCharge, applyAmendment, revertAmendment, refundPreviousCharge },
     compensation: { parallel: false, continueOnError: true, freeIntent: false },
-  };
+  });
 }
 
 /**
@@ -278,10 +277,10 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
  * that long before it calls the provider (a slow provider, a paused holder).
  */
 export function orderAmendSagaWithSimulationsType(payments: PaymentProviderClient): EntityOperation<SimulatedOrderAmendInput> {
-  const amend = orderAmendSagaType(payments);
-  return {
+  const { kind: _kind, ...amend } = orderAmendSagaType(payments);
+  return defineOperation<SimulatedOrderAmendInput>({
     ...amend,
     schema: simulatedAmendSchema,
     handlers: { ...amend.handlers, chargeAmendedOrder: slowed<OrderAmendInput, SimulatedOrderAmendInput>(amend.handlers.chargeAmendedOrder!) },
-  };
+  });
 }

@@ -11,9 +11,9 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { PoolClient } from 'pg';
 import { z } from 'zod';
-import { ordersTable } from '../db/orders';
-import { PaymentDeclinedError, PaymentProviderClient, RefundRefusedError } from '../provider/client';
-import { CompensationRefusedError, externalStep, isExternalStep, StepRejectedError, stepIdempotencyKey, type SagaDefinition, type StepHandler, type StepImplementation } from './definition';
+import { ordersTable } from './orders-table';
+import { PaymentDeclinedError, PaymentProviderClient, RefundRefusedError } from './provider/client';
+import { CompensationRefusedError, defineSaga, externalStep, isExternalStep, StepRejectedError, stepIdempotencyKey, type SagaDefinition, type StepHandler, type StepImplementation } from 'reservation-saga';
 
 /** The payment provider's test card that every charge declines. */
 export const DECLINED_CARD = '4000000000000002';
@@ -136,7 +136,7 @@ const releaseStock: StepHandler<OrderInput> = async (tx, { sagaKey }) => {
 
 /** The `order` saga type, charging and refunding through `payments`. */
 export function orderSagaType(payments: PaymentProviderClient): SagaDefinition<OrderInput> {
-  return {
+  return defineSaga<OrderInput>({
   type: 'order',
   scope: 'order',
   schema: orderSchema,
@@ -153,7 +153,7 @@ export function orderSagaType(payments: PaymentProviderClient): SagaDefinition<O
   ],
     handlers: { ...paymentSteps(payments), reserveStock, releaseStock },
     compensation: { parallel: false, continueOnError: true, freeIntent: true },
-  };
+  });
 }
 
 /** The provider of a deployment left at the defaults (PAYMENT_PROVIDER_URL): see {@link orderSagaType}. */
@@ -201,8 +201,8 @@ export function slowed<I, S extends I & SlowableInput>(step: StepImplementation<
  * compensations, and an input that may also carry `simulate` (a long write, slow steps).
  */
 export function orderSagaWithSimulationsType(payments: PaymentProviderClient): SagaDefinition<SimulatedOrderInput> {
-  const order = orderSagaType(payments);
-  return {
+  const { kind: _kind, ...order } = orderSagaType(payments);
+  return defineSaga<SimulatedOrderInput>({
     ...order,
     schema: simulatedOrderSchema,
     async writeWork(tx, input, signal) {
@@ -210,7 +210,7 @@ export function orderSagaWithSimulationsType(payments: PaymentProviderClient): S
       await work(tx, input.simulate?.writeDelayMs, signal);
     },
     handlers: { ...order.handlers, chargePayment: slowed(order.handlers.chargePayment!), reserveStock: slowed(order.handlers.reserveStock!) },
-  };
+  });
 }
 
 /** {@link orderSagaWithSimulationsType} with the default provider's address. */

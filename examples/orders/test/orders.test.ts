@@ -1,0 +1,123 @@
+/**
+ * The order app against real services: PostgreSQL and Redis on their default local addresses, and
+ * the Temporal server at TEMPORAL_ADDRESS (with reservation-saga's search attributes: `npx saga
+ * setup`, or the dev server started as scripts/test-package starts it). The run makes a database,
+ * Redis key prefix and task queue of its own, runs the payment provider and a worker in this process,
+ * and removes what it made.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { loadConfig, SagaClient, type Config } from 'reservation-saga';
+import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
+import { migrateOrders } from '../src/migrate';
+import { createProviderServer, ensureProviderSchema } from '../src/provider';
+import { DECLINED_CARD, orderSagas, type OrderInput } from '../src/sagas';
+
+const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
+if (!TEMPORAL_ADDRESS) throw new Error('set TEMPORAL_ADDRESS to a Temporal server with reservation-saga\'s search attributes (see README.md)');
+
+const run = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+const databaseUrl = `postgres://postgres@127.0.0.1:5432/orders_example_${run}`;
+let config: Config;
+let pool: pg.Pool;
+let provider: ReturnType<typeof createProviderServer>;
+let app: AppWorker;
+let running: Promise<void>;
+let client: SagaClient;
+
+before(async () => {
+  await ensureDatabase(databaseUrl);
+  await migrateOrders(databaseUrl);
+  pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  await ensureProviderSchema(pool);
+  provider = createProviderServer({ pool, log: () => {} });
+  await provider.listen({ host: '127.0.0.1', port: 0 });
+  const providerUrl = `http://127.0.0.1:${(provider.server.address() as AddressInfo).port}`;
+  config = loadConfig({
+    TEMPORAL_ADDRESS,
+    TEMPORAL_TASK_QUEUE: `orders-example-${run}`,
+    DATABASE_URL: databaseUrl,
+    REDIS_KEY_PREFIX: `orders-example:${run}:`,
+    INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
+    SAGA_CODEC_KEYS: `k1:${randomBytes(32).toString('base64')}`,
+  });
+  const sagas = orderSagas({ paymentProvider: { url: providerUrl, timeoutMs: 5000 } });
+  app = await createWorker({ sagas, config });
+  running = app.worker.run();
+  client = await SagaClient.connect({ sagas, config });
+});
+
+after(async () => {
+  await client?.close();
+  app?.worker.shutdown();
+  await running;
+  await app?.close();
+  await provider?.close();
+  await pool?.end();
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS orders_example_${run} WITH (FORCE)`);
+  await admin.end();
+  const redis = new Redis('redis://127.0.0.1:6379');
+  for await (const keys of redis.scanStream({ match: `orders-example:${run}:*`, count: 500 }) as AsyncIterable<string[]>) {
+    if (keys.length > 0) await redis.del(...keys);
+  }
+  redis.disconnect();
+});
+
+const order = (overrides: Partial<OrderInput> = {}): OrderInput => ({
+  customer: `customer-${randomUUID()}`,
+  items: [{ sku: 'widget', quantity: 2, priceCents: 1250 }],
+  payment: { card: '4242424242424242' },
+  ...overrides,
+});
+
+void describe('the order app', () => {
+  void it('creates an order: SUCCESS at the gate, then COMPLETED with its row and its charge', async () => {
+    const started = await client.start('order', order(), { idempotencyKey: `o-${randomUUID()}` });
+    assert.equal(started.reservation.status, 'SUCCESS');
+
+    const final = await client.result(started.workflowId);
+
+    assert.equal(final.outcome, 'COMPLETED');
+    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM orders WHERE id = $1', [final.entityId]);
+    assert.deepEqual(rows, [{ status: 'COMPLETED', amount_cents: '2500' }]);
+  });
+
+  void it('answers the same order under another idempotency key DUPLICATE, starting no saga', async () => {
+    const cart = order();
+    const first = await client.start('order', cart, { idempotencyKey: `o-${randomUUID()}` });
+    await client.result(first.workflowId);
+
+    const again = await client.start('order', cart, { idempotencyKey: `o-${randomUUID()}` });
+
+    assert.equal(again.reservation.status, 'DUPLICATE');
+    assert.equal(again.started, false);
+  });
+
+  void it('compensates a declined card: the order COMPENSATED, and its intent free for a good card', async () => {
+    const cart = order({ payment: { card: DECLINED_CARD } });
+    const declined = await client.start('order', cart, { idempotencyKey: `o-${randomUUID()}` });
+
+    const final = await client.result(declined.workflowId);
+
+    assert.equal(final.outcome, 'COMPENSATED');
+    const retry = await client.start('order', { ...cart, payment: { card: '4242424242424242' } }, { idempotencyKey: `o-${randomUUID()}` });
+    assert.equal((await client.result(retry.workflowId)).outcome, 'COMPLETED');
+  });
+
+  void it('cancels a completed order with order-cancel: the row cancelled and the charge refunded', async () => {
+    const created = await client.start('order', order(), { idempotencyKey: `o-${randomUUID()}` });
+    const { entityId } = await client.result(created.workflowId);
+
+    const cancel = await client.start('order-cancel', { order: entityId }, { idempotencyKey: `c-${randomUUID()}` });
+
+    assert.equal((await client.result(cancel.workflowId)).outcome, 'COMPLETED');
+    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE id = $1', [entityId]);
+    assert.deepEqual(rows, [{ cancelled: true }]);
+  });
+});

@@ -1,0 +1,49 @@
+/**
+ * `reservation-saga`: what an app declares its saga types with, and the client that starts them.
+ * Loads no part of `@temporalio/worker`: a web service that only starts sagas imports this entry.
+ * Workers import `reservation-saga/worker`; the HTTP front door is `reservation-saga/http`.
+ */
+export {
+  defineSaga,
+  defineOperation,
+  fencedTable,
+  externalStep,
+  isExternalStep,
+  stepIdempotencyKey,
+  sagaTypesOf,
+  DEFAULT_COMPENSATION,
+  StepRejectedError,
+  CompensationRefusedError,
+  SagaInputError,
+  SagaDeclarationError,
+  MAX_PAYLOAD_BYTES,
+  type SagaDefinition,
+  type EntityOperation,
+  type SagaType,
+  type SagaList,
+  type SagaTypes,
+  type SagaDeclaration,
+  type OperationDeclaration,
+  type StepContext,
+  type StepHandler,
+  type StepImplementation,
+  type ExternalStep,
+  type ExternalStepContext,
+  type OperationContext,
+} from '../sagas';
+export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult } from '../db/fenced-table';
+export { SagaClient, SagaEndedError, type SagaClientConnectOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
+export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
+export {
+  SagaOutcome,
+  SagaPhase,
+  ErrorType,
+  sagaWorkflowId,
+  type ReservationAnswer,
+  type SagaState,
+  type SagaError,
+  type SagaStepPlan,
+  type CompensationPolicy,
+  type SagaTimings,
+  type SagaStart,
+} from '../shared/saga';

@@ -1,0 +1,90 @@
+/**
+ * How an app declares its saga types: `defineSaga` for one that creates an entity, `defineOperation`
+ * for one that changes an existing entity. Both check the declaration at once (every step and
+ * compensation has a handler, names are well-formed), so a mistake fails where it is written, not
+ * in a worker half-way through a saga.
+ */
+import { FencedTable } from '../db/fenced-table';
+import { ErrorType, type CompensationPolicy } from '../shared/saga';
+import { SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
+
+/** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
+export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel: false, continueOnError: true, freeIntent: true });
+
+const TYPE_NAME = /^[a-z][a-z0-9-]{0,62}$/;
+const STEP_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+
+/** What `defineSaga` takes: a {@link SagaDefinition} whose compensation policy may be partial. */
+export type SagaDeclaration<I> = Omit<SagaDefinition<I>, 'kind' | 'compensation'> & { compensation?: Partial<CompensationPolicy> };
+
+/** What `defineOperation` takes: an {@link EntityOperation} whose compensation policy may be partial. */
+export type OperationDeclaration<I> = Omit<EntityOperation<I>, 'kind' | 'compensation'> & { compensation?: Partial<CompensationPolicy> };
+
+/** A fenced table `table` with the data columns a saga's `row` fills (see `fencedTableSql` for its schema). */
+export function fencedTable(table: string, dataColumns: readonly string[]): FencedTable {
+  return new FencedTable({ table, dataColumns });
+}
+
+/** Declares a saga type that creates an entity. @throws SagaDeclarationError for a malformed declaration. */
+export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I> {
+  const def: SagaDefinition<I> = { ...declaration, kind: 'creation', compensation: { ...DEFAULT_COMPENSATION, ...declaration.compensation } };
+  checkDeclaration(def as SagaType<unknown>);
+  const missing = def.steps.find((s) => !s.compensation);
+  if (missing) throw new SagaDeclarationError(def.type, `step "${missing.step}" needs a compensation (every step of a creation can be undone)`);
+  return Object.freeze(def);
+}
+
+/** Declares a saga type that changes an existing entity under its lock. @throws SagaDeclarationError */
+export function defineOperation<I>(declaration: OperationDeclaration<I>): EntityOperation<I> {
+  const def: EntityOperation<I> = { ...declaration, kind: 'operation', compensation: { ...DEFAULT_COMPENSATION, ...declaration.compensation } };
+  checkDeclaration(def as SagaType<unknown>);
+  return Object.freeze(def);
+}
+
+/** A saga type's declaration is malformed (thrown where it is declared, or when a worker or client is given it). */
+export class SagaDeclarationError extends SagaInputError {
+  override readonly name = 'SagaDeclarationError';
+  constructor(
+    readonly sagaType: string,
+    detail: string,
+  ) {
+    super(`saga type ${JSON.stringify(sagaType)}: ${detail}`, ErrorType.INVALID_INPUT);
+  }
+}
+
+function checkDeclaration(def: SagaType<unknown>): void {
+  const type = typeof def.type === 'string' ? def.type : String(def.type);
+  if (!TYPE_NAME.test(type)) throw new SagaDeclarationError(type, 'the type must be lower-case letters, digits and -, starting with a letter (at most 63)');
+  if (!(def.table instanceof FencedTable)) throw new SagaDeclarationError(type, 'table must be a FencedTable (fencedTable(name, dataColumns))');
+  if (typeof def.schema?.safeParse !== 'function') throw new SagaDeclarationError(type, 'schema must be a zod schema');
+  const named = new Set<string>();
+  for (const { step, compensation } of def.steps) {
+    for (const name of compensation ? [step, compensation] : [step]) {
+      if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `step name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
+      if (named.has(name)) throw new SagaDeclarationError(type, `step name "${name}" is used twice`);
+      named.add(name);
+      if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
+    }
+  }
+  const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
+  if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step`);
+}
+
+/** Saga types as a worker or client is given them: a list of declarations, or an object of them. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
+export type SagaList = readonly SagaType<any>[] | Readonly<Record<string, SagaType<any>>>;
+
+/**
+ * Saga types by name from a list (or an object) of declarations.
+ * @throws SagaDeclarationError when two share a type name, or one is not a declaration.
+ */
+export function sagaTypesOf(sagas: SagaList): Readonly<Record<string, SagaType<unknown>>> {
+  const list = Array.isArray(sagas) ? (sagas as readonly SagaType<unknown>[]) : Object.values(sagas as Record<string, SagaType<unknown>>);
+  const byName: Record<string, SagaType<unknown>> = {};
+  for (const def of list) {
+    if (typeof def !== 'object' || def === null || typeof def.type !== 'string') throw new SagaDeclarationError(typeof def, 'not a saga declaration (defineSaga or defineOperation)');
+    if (Object.hasOwn(byName, def.type)) throw new SagaDeclarationError(def.type, 'declared twice');
+    byName[def.type] = def;
+  }
+  return Object.freeze(byName);
+}

@@ -1,0 +1,121 @@
+/**
+ * Declaring saga types (defineSaga, defineOperation) and finding an app's declarations (the module
+ * the CLI and `npm run worker` load): every mistake is refused where it is made, with a message that
+ * says what to fix.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { loadConfig } from '../../src/config';
+import { defineOperation, defineSaga, fencedTable, SagaDeclarationError, sagaTypesOf, StepRejectedError, type SagaDeclaration } from '../../src/sagas';
+import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
+
+/** A handler that does nothing. */
+const noop = async (): Promise<null> => null;
+
+const declaration = (overrides: Partial<SagaDeclaration<{ room: string }>> = {}): SagaDeclaration<{ room: string }> => ({
+  type: 'booking',
+  scope: 'booking',
+  schema: z.object({ room: z.string() }),
+  intent: (input) => ({ room: input.room }),
+  table: fencedTable('bookings', ['room']),
+  row: (input) => ({ room: input.room }),
+  steps: [{ step: 'hold', compensation: 'release' }],
+  handlers: { hold: noop, release: noop },
+  ...overrides,
+});
+
+describe('defineSaga', () => {
+  it('fills the compensation policy a type leaves out (reverse order, all of them, intent freed)', () => {
+    const def = defineSaga(declaration({ compensation: { parallel: true } }));
+    expect(def.kind).toBe('creation');
+    expect(def.compensation).toEqual({ parallel: true, continueOnError: true, freeIntent: true });
+  });
+
+  it.each([
+    [{ steps: [{ step: 'hold', compensation: 'release' }], handlers: { hold: noop } }, 'saga type "booking": no handler for "release"'],
+    [{ steps: [{ step: 'hold' }], handlers: { hold: noop } }, 'saga type "booking": step "hold" needs a compensation (every step of a creation can be undone)'],
+    [{ handlers: { hold: noop, release: noop, spare: noop } }, 'saga type "booking": handler "spare" not named by any step'],
+    [{ steps: [{ step: 'hold', compensation: 'hold' }] }, 'saga type "booking": step name "hold" is used twice'],
+    [{ type: 'Booking' }, 'saga type "Booking": the type must be lower-case letters, digits and -, starting with a letter (at most 63)'],
+    [{ table: { table: 'bookings' } as never }, 'saga type "booking": table must be a FencedTable (fencedTable(name, dataColumns))'],
+  ])('refuses a malformed declaration where it is written (%#)', (overrides, message) => {
+    expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(SagaDeclarationError);
+    expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(message);
+  });
+});
+
+describe('defineOperation', () => {
+  it('accepts steps without a compensation (retried until they succeed or are refused)', () => {
+    const def = defineOperation({
+      type: 'booking-cancel',
+      scope: 'booking',
+      schema: z.object({ booking: z.string() }),
+      entity: (input) => input.booking,
+      table: fencedTable('bookings', ['room']),
+      steps: [{ step: 'cancel', compensation: 'reinstate' }, { step: 'refund' }],
+      handlers: { cancel: noop, reinstate: noop, refund: noop },
+    });
+    expect(def.kind).toBe('operation');
+  });
+});
+
+describe('sagaTypesOf', () => {
+  it('names the types of a list and refuses one declared twice', () => {
+    expect(Object.keys(sagaTypesOf([defineSaga(declaration())]))).toEqual(['booking']);
+    expect(() => sagaTypesOf([defineSaga(declaration()), defineSaga(declaration())])).toThrow('saga type "booking": declared twice');
+  });
+});
+
+describe('StepRejectedError', () => {
+  it('is recognised across two copies of the package (an app may load its own)', () => {
+    const fromAnotherCopy = Object.assign(new Error('declined'), { reason: 'DECLINED', [Symbol.for('reservation-saga/StepRejectedError')]: true });
+    expect(fromAnotherCopy).toBeInstanceOf(StepRejectedError);
+    expect(new Error('other')).not.toBeInstanceOf(StepRejectedError);
+  });
+});
+
+describe('the app\'s saga types module', () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'rs-sagas-module-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const config = loadConfig({});
+  const app = (name: string, packageJson: object | undefined, files: Record<string, string> = {}) => {
+    const dir = path.join(root, name);
+    mkdirSync(path.join(dir, 'src'), { recursive: true });
+    if (packageJson) writeFileSync(path.join(dir, 'package.json'), JSON.stringify(packageJson));
+    for (const [file, text] of Object.entries(files)) writeFileSync(path.join(dir, file), text);
+    return dir;
+  };
+  // Plain CommonJS, as a compiled app module is (the declarations' own checks are tested above).
+  const sagasModule = "exports.sagas = (config) => [{ kind: 'creation', type: config.simulations ? 'booking-sim' : 'booking' }];";
+
+  it('is found from --sagas, else SAGA_TYPES_MODULE, else the nearest package.json\'s "reservation-saga".sagas', () => {
+    const dir = app('named', { name: 'named', 'reservation-saga': { sagas: './src/sagas.js' } });
+    const nested = path.join(dir, 'src');
+    expect(locateSagaModule({ cwd: nested, env: {} })).toEqual({ path: path.join(dir, 'src/sagas.js'), namedBy: path.join(dir, 'package.json') });
+    expect(locateSagaModule({ cwd: dir, env: { SAGA_TYPES_MODULE: 'other.js' } })).toEqual({ path: path.join(dir, 'other.js'), namedBy: 'SAGA_TYPES_MODULE' });
+    expect(locateSagaModule({ cwd: dir, env: { SAGA_TYPES_MODULE: 'other.js' }, flag: 'flag.js' })).toEqual({ path: path.join(dir, 'flag.js'), namedBy: '--sagas' });
+  });
+
+  it('says how to name one when none is', () => {
+    const dir = app('unnamed', { name: 'unnamed' });
+    expect(() => locateSagaModule({ cwd: dir, env: {} })).toThrow(SagaModuleError);
+    expect(() => locateSagaModule({ cwd: dir, env: {} })).toThrow('no saga types named: name the module that exports your saga types with --sagas <module>, SAGA_TYPES_MODULE, or "reservation-saga": { "sagas": "./dist/sagas.js" } in your package.json');
+  });
+
+  it('loads a module whose `sagas` is a function of the config', async () => {
+    const dir = app('function', undefined, { 'sagas.cjs': sagasModule });
+    const types = await loadSagaModule({ path: path.join(dir, 'sagas.cjs'), namedBy: '--sagas' }, config);
+    expect(Object.keys(types)).toEqual(['booking']);
+  });
+
+  it('refuses a missing module, one that fails to load, and one that exports no saga types, naming it', async () => {
+    const dir = app('broken', undefined, { 'throws.cjs': 'throw new Error("boom")', 'empty.cjs': 'exports.other = 1' });
+    const load = (file: string) => loadSagaModule({ path: path.join(dir, file), namedBy: '--sagas' }, config);
+    await expect(load('missing.js')).rejects.toThrow(`saga types module ${path.join(dir, 'missing.js')} (named by --sagas) does not exist`);
+    await expect(load('throws.cjs')).rejects.toThrow(`saga types module ${path.join(dir, 'throws.cjs')} (named by --sagas) failed to load: boom`);
+    await expect(load('empty.cjs')).rejects.toThrow(/exports no `sagas`/);
+  });
+});
