@@ -52,6 +52,9 @@ async function countOne(ctx: BenchContext, node: NodeBinary, nodeIndex: number, 
   const out = path.join(tmpdir(), `trace-cost-${process.pid}-${nodeIndex}-${setup}-${round}`);
   const env = {
     ...workerEnv({ ...ctx.config, redis: { ...ctx.config.redis, keyPrefix: `${ctx.config.redis.keyPrefix}tc${nodeIndex}${setup}${round}:` } }),
+    // Callgrind runs the child some 50 times slower: a command deadline of wall-clock seconds would
+    // fail it on a busy machine, and this benchmark counts instructions, not time.
+    REDIS_COMMAND_TIMEOUT_MS: '60000',
     TRACE_COST_SETUP: setup,
     TRACE_COST_WARMUP: String(warmup),
     TRACE_COST_ANSWERS: String(answers),

@@ -16,7 +16,8 @@ import { startTracingIfRequested } from '../../src/tracing';
 import { closedLoop, timed } from './load';
 import { latencyPercentiles } from './stats';
 import { completeOrderSaga } from './temporal-load';
-import { sagaTypesFor } from '../../test/fixtures/orders';
+import { sagaTypesOf } from '../../src/sagas';
+import { orderSagas } from '../../examples/orders/src/sagas';
 
 /** A load the parent asks for: one saga to completion, DUPLICATE answers of a completed cart, or sagas. */
 export type DriverLoad =
@@ -33,8 +34,9 @@ export type DriverReply = { id: number; ok: true; ops: number; throughput: numbe
 async function main(): Promise<void> {
   const config = loadConfig(process.env);
   const tracing = await startTracingIfRequested('bench-driver');
-  const metrics = process.env.DRIVER_METRICS === 'true' ? new SagaMetrics({ types: sagaTypesFor(config) }) : undefined;
-  const sagas = await SagaClient.connect({ sagas: sagaTypesFor(config), config, metrics });
+  const types = sagaTypesOf(orderSagas({ simulations: config.simulations }));
+  const metrics = process.env.DRIVER_METRICS === 'true' ? new SagaMetrics({ types }) : undefined;
+  const sagas = await SagaClient.connect({ sagas: types, config, metrics });
 
   const handle = async (req: DriverRequest): Promise<DriverReply> => {
     if (req.kind === 'complete') {

@@ -147,8 +147,9 @@ export async function startServices(progress: Progress): Promise<Services> {
       // The run's own intent-key secret (its worker processes get it through configEnv).
       INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
       SAGA_CODEC_KEYS: generateCodecKey('bench'),
-      PAYMENT_PROVIDER_URL: providerUrl,
     });
+    // The order app reads its provider from the environment: this process's and its children's.
+    process.env.PAYMENT_PROVIDER_URL = providerUrl;
     return { config, redisPrefix, temporalCli, close };
   } catch (err) {
     await close();

@@ -40,14 +40,16 @@ async function main(): Promise<void> {
   } else if (setup !== 'off') {
     throw new Error(`trace-cost: TRACE_COST_SETUP must be off, context, unsampled or sampled (got ${setup})`);
   }
-  const [{ SagaClient }, { loadConfig }, { createRedis, Rms }, { sagaTypesFor }] = await Promise.all([
+  // The order app's saga types only (examples/orders/src/sagas): not the test fixture, whose payment
+  // provider server (Fastify) would add its loading and JIT to a process that callgrind slows 50-fold.
+  const [{ SagaClient }, { loadConfig }, { createRedis, Rms }, { orderSagas }] = await Promise.all([
     import('../../src/client.js'),
     import('../../src/config.js'),
     import('../../src/rms/index.js'),
-    import('../../test/fixtures/orders.js'),
+    import('../../examples/orders/src/sagas.js'),
   ]);
   const config = loadConfig(process.env);
-  const sagas = await SagaClient.connect({ sagas: sagaTypesFor(config), config, temporal: 'on first use' });
+  const sagas = await SagaClient.connect({ sagas: orderSagas({ simulations: config.simulations }), config, temporal: 'on first use' });
   const redis = createRedis(config.redis);
   try {
     // The entity of this cart exists (its marker), so every request under a new key is a DUPLICATE.
