@@ -14,11 +14,19 @@ export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel
 const TYPE_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 const STEP_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 
-/** What `defineSaga` takes: a {@link SagaDefinition} whose compensation policy may be partial. */
-export type SagaDeclaration<I> = Omit<SagaDefinition<I>, 'kind' | 'compensation'> & { compensation?: Partial<CompensationPolicy> };
+/**
+ * What `defineSaga` takes: a {@link SagaDefinition} whose compensation policy may be partial. The
+ * input type comes from `schema` alone (`NoInfer` elsewhere), so `intent`, `row` and the handlers,
+ * `externalStep`s included, are typed by it without naming it.
+ */
+export type SagaDeclaration<I> = { schema: SagaDefinition<I>['schema'] } & Omit<SagaDefinition<NoInfer<I>>, 'kind' | 'compensation' | 'schema'> & {
+    compensation?: Partial<CompensationPolicy>;
+  };
 
-/** What `defineOperation` takes: an {@link EntityOperation} whose compensation policy may be partial. */
-export type OperationDeclaration<I> = Omit<EntityOperation<I>, 'kind' | 'compensation'> & { compensation?: Partial<CompensationPolicy> };
+/** What `defineOperation` takes: an {@link EntityOperation} whose compensation policy may be partial (input typed by `schema`). */
+export type OperationDeclaration<I> = { schema: EntityOperation<I>['schema'] } & Omit<EntityOperation<NoInfer<I>>, 'kind' | 'compensation' | 'schema'> & {
+    compensation?: Partial<CompensationPolicy>;
+  };
 
 /** A fenced table `table` with the data columns a saga's `row` fills (see `fencedTableSql` for its schema). */
 export function fencedTable(table: string, dataColumns: readonly string[]): FencedTable {

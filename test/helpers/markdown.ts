@@ -95,3 +95,87 @@ function splitWords(line: string): string[] {
   if (word !== undefined) words.push(word);
   return words;
 }
+
+/** A heading outside the fenced blocks: its level (the number of `#`) and its text. */
+export interface Heading {
+  level: number;
+  text: string;
+}
+
+/** The lines of `markdown`, each with whether it lies inside a fenced (```) block, fences included. */
+function linesWithFences(markdown: string): { line: string; fenced: boolean }[] {
+  let inside = false;
+  return markdown.split('\n').map((line) => {
+    if (/^```/.test(line)) {
+      inside = !inside;
+      return { line, fenced: true };
+    }
+    return { line, fenced: inside };
+  });
+}
+
+const HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;
+
+/** Every ATX heading (`## Text`) outside the fenced blocks, in order. */
+export function headings(markdown: string): Heading[] {
+  return linesWithFences(markdown)
+    .filter(({ line, fenced }) => !fenced && HEADING.test(line))
+    .map(({ line }) => {
+      const [, hashes, text] = HEADING.exec(line)!;
+      return { level: hashes!.length, text: text! };
+    });
+}
+
+/**
+ * `markdown` without the section that starts at the heading line `heading` (e.g. `## Use it in your
+ * app`), up to the next heading of the same level or above; the text unchanged when there is none.
+ */
+export function withoutSection(markdown: string, heading: string): string {
+  return sectionSplit(markdown, heading).rest;
+}
+
+/** The section that starts at the heading line `heading` (heading included), or undefined. */
+export function section(markdown: string, heading: string): string | undefined {
+  return sectionSplit(markdown, heading).section;
+}
+
+function sectionSplit(markdown: string, heading: string): { section?: string; rest: string } {
+  const lines = linesWithFences(markdown);
+  const start = lines.findIndex(({ line, fenced }) => !fenced && line === heading);
+  if (start < 0) return { rest: markdown };
+  const level = HEADING.exec(heading)?.[1]?.length ?? 6;
+  let end = lines.findIndex(({ line, fenced }, i) => i > start && !fenced && (HEADING.exec(line)?.[1]?.length ?? 7) <= level);
+  if (end < 0) end = lines.length;
+  const text = lines.map(({ line }) => line);
+  return { section: text.slice(start, end).join('\n'), rest: [...text.slice(0, start), ...text.slice(end)].join('\n') };
+}
+
+/**
+ * The anchors GitHub gives the headings of `markdown` (`#the-production-shaped-stack-make-stack`):
+ * the text without its Markdown, lower case, punctuation dropped, spaces as `-`; a repeated anchor
+ * gets `-1`, `-2`, … as GitHub numbers them.
+ */
+export function headingAnchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const anchors = new Set<string>();
+  for (const { text } of headings(markdown)) {
+    const plain = text.replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/[`*_]{1,3}([^`*_]+)[`*_]{1,3}/g, '$1');
+    const base = plain
+      .toLowerCase()
+      .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+      .replace(/ /g, '-');
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    anchors.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return anchors;
+}
+
+/** The targets of the links and images (`[text](target)`, `![alt](target)`) outside code. */
+export function linkTargets(markdown: string): string[] {
+  const prose = linesWithFences(markdown)
+    .filter(({ fenced }) => !fenced)
+    .map(({ line }) => line.replace(/`[^`\n]*`/g, ''))
+    .join('\n');
+  return [...prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)].map((m) => m[1]!);
+}

@@ -3,33 +3,57 @@
  * `.ci/run` runs (or a `bin/saga` example that the CLI's own parser accepts, with data the saga type
  * accepts, or a `temporal` example that the demo runs, with input the worker accepts), the
  * configuration and exit-code tables match the code, the demo's example table has the demo's
- * columns, the TypeScript examples compile, and the images exist. The README's "## Performance"
- * section belongs to the benchmarks and is left out.
+ * columns, the TypeScript examples compile, the images exist and every relative link (and its
+ * anchor) leads somewhere. The README stays a front page (at most 300 lines); its reference lives in
+ * docs/, so each check finds its table in whichever file holds it. docs/performance.md belongs to the
+ * benchmarks and is left out, but for its images and links. So is the README's "Use it in your app":
+ * it shows an app that installs the package (`npm install reservation-saga`, `npx saga …`, imports of
+ * `reservation-saga`), which no command of this checkout runs; the package's own tests check those
+ * entries (test/unit/public-entries.test.ts) and CI runs the scaffold and the example apps against
+ * the packed tarball (scripts/test-package).
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { buildProgram, EXIT } from '../../src/cli';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
-import { planSaga, prepareSaga, sagaTypesFor } from '../../src/sagas';
+import { planSaga, prepareSaga } from '../../src/sagas';
 import { DEMO_COLUMNS } from '../../scripts/demo/report';
 import { temporalAnswerArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
-import { codeBlocks, inlineCode, shellCommands, type ShellCommand } from '../helpers/markdown';
+import { codeBlocks, headingAnchors, inlineCode, linkTargets, section, shellCommands, withoutSection, type ShellCommand } from '../helpers/markdown';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { ORDER_VARIABLES, sagaTypesFor } from '../fixtures/orders';
 
 const ROOT = path.resolve(__dirname, '../..');
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 const readmeFull = read('README.md');
-const README = readmeFull.split(/^## Performance$/m)[0]!;
-const DOCS: Record<string, string> = {
-  'README.md': README,
+/** The README's section for apps that install the package: left out of the checks (see above). */
+const APP_SECTION = '## Use it in your app';
+const README = withoutSection(readmeFull, APP_SECTION);
+/** The benchmarks' results (`make bench`): left out of the checks but for images and links. */
+const PERFORMANCE = 'docs/performance.md';
+/** Every Markdown file of the README and docs/, whole: what the image and link checks read. */
+const MARKDOWN: Record<string, string> = {
+  'README.md': readmeFull,
   ...Object.fromEntries(
     readdirSync(path.join(ROOT, 'docs'))
       .filter((f) => f.endsWith('.md'))
       .map((f) => [`docs/${f}`, read(`docs/${f}`)]),
   ),
 };
+/** What the other checks read. */
+const DOCS: Record<string, string> = Object.fromEntries(
+  Object.entries({ ...MARKDOWN, 'README.md': README }).filter(([file]) => file !== PERFORMANCE),
+);
+
+/** The one file of DOCS that holds `marker` (a heading or a table's caption), and its text. */
+function docWith(marker: string | RegExp): { file: string; text: string } {
+  const found = Object.entries(DOCS).filter(([, text]) => (typeof marker === 'string' ? text.includes(marker) : marker.test(text)));
+  expect(found.map(([file]) => file), `the file holding ${String(marker)}`).toHaveLength(1);
+  const [file, text] = found[0]!;
+  return { file, text };
+}
 
 /**
  * The commands the docs may show besides `bin/saga`, each with what runs it. Adding a command to
@@ -48,11 +72,15 @@ const EXERCISED: Record<string, string> = {
   'make stack': '.ci/run runs make test-stack, which brings the stack up with scripts/stack-up, which is all that make stack runs',
   'make stack-down': 'make test-stack stops the stack it brought up with scripts/stack-down, which is all that make stack-down runs',
   'bash docs/examples/http-walkthrough.sh': 'test/integration/http-api.test.ts runs this script against saga serve and a worker',
-  'npm run worker': 'make demo and test/integration/saga-worker-crash.test.ts start src/worker.ts with tsx, which is what it runs',
+  'npm run worker': 'test/integration/saga-worker-crash.test.ts starts src/worker.ts with tsx (test/helpers/processes.ts), which is what it runs',
+  'node --import tsx examples/orders/src/provider/run.ts': 'make dev and make demo start the order example\'s payment provider with this command (scripts/dev-up)',
 };
 
-/** Variables the dev scripts and the examples (docs/examples/http-walkthrough.sh) read besides the config's. */
-const DEV_VARIABLES = ['SAGA_API_URL', 'SAGA_API_TOKEN', 'TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_SERVE_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS'];
+/**
+ * Variables the dev scripts and the examples (docs/examples/http-walkthrough.sh) read besides the
+ * config's, and the order example app's own (examples/orders/src/settings.ts).
+ */
+const DEV_VARIABLES = ['SAGA_API_URL', 'SAGA_API_TOKEN', 'TEMPORAL_DEV_PORT', 'TEMPORAL_DEV_UI_PORT', 'TEMPORAL_DEV_CODEC_PORT', 'TEMPORAL_DEV_PROVIDER_PORT', 'TEMPORAL_DEV_SERVE_PORT', 'TEMPORAL_DEV_DATA_DIR', 'TEMPORAL_CLI', 'ARGS', ...ORDER_VARIABLES];
 
 /**
  * OpenTelemetry's standard variables the docs set in front of a command: the one that turns tracing on
@@ -125,7 +153,9 @@ describe('the README and docs/', () => {
     expect(makefile).toMatch(/^test: [^\n]*\blint\b/m);
     expect(read('scripts/demo/stack.ts')).toContain("'dev-up'");
     expect(read('scripts/demo/stack.ts')).toContain("'dev-down'");
-    expect(read('scripts/demo/stack.ts')).toContain("'src/worker.ts'");
+    expect(read('test/helpers/processes.ts')).toContain("'src/worker.ts'");
+    expect(read('test/integration/saga-worker-crash.test.ts')).toContain('startWorkerProcess(');
+    expect(read('scripts/dev-up')).toContain('node --import tsx examples/orders/src/provider/run.ts');
     expect((JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.worker).toBe('tsx src/worker.ts');
   });
 
@@ -172,7 +202,8 @@ describe('the README and docs/', () => {
       expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(temporalStartArgs(config.temporal.taskQueue, input.type, input.idempotencyKey, input.data));
       const workflowId = optionValue(command.argv, '--workflow-id')!;
       const timings = { ...config.saga, compensationAttempts: 1 };
-      expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings, intentSecret: TEST_INTENT_SECRET }), `${file}: ${command.line}`).not.toThrow();
+      const types = sagaTypesFor(config);
+      expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings, types, intentSecret: TEST_INTENT_SECRET }), `${file}: ${command.line}`).not.toThrow();
       started.add(workflowId);
     }
     for (const { file, command } of answers) {
@@ -183,7 +214,9 @@ describe('the README and docs/', () => {
   });
 
   it('show the demo\'s table with the columns the demo prints, every row as expected', () => {
-    const table = codeBlocks(README).find((b) => b.lang === 'text' && b.body.startsWith('request '));
+    const table = Object.values(DOCS)
+      .flatMap((text) => codeBlocks(text))
+      .find((b) => b.lang === 'text' && b.body.startsWith('request '));
     expect(table, 'a text block starting with the demo table\'s header').toBeDefined();
     // The table, then a blank line, then the verdict and the gate's counts.
     const lines = table!.body.split('\n');
@@ -210,23 +243,23 @@ describe('the README and docs/', () => {
     for (const code of named) expect(targets, code).toContain(code.split(' ')[1]);
   });
 
-  it('document every CLI command, in the README table and in docs/cli.md', () => {
+  it('document every CLI command, in the commands table and a section of docs/cli.md', () => {
     const names = buildProgram(() => loadConfig({}), () => undefined).commands.map((c) => c.name());
     expect(names.length).toBeGreaterThan(0);
     for (const name of names) {
-      expect(README).toContain(`| \`saga ${name}`);
+      expect(DOCS['docs/cli.md']).toContain(`| \`saga ${name}`);
       expect(DOCS['docs/cli.md']).toMatch(new RegExp(`^## ${name}$`, 'm'));
     }
   });
 
   it('give the CLI exit codes of EXIT', () => {
-    const rows = tableAfter(README, 'Exit codes (`EXIT` in `src/cli.ts`)');
+    const rows = tableAfter(docWith('Exit codes (`EXIT` in `src/cli.ts`)').text, 'Exit codes (`EXIT` in `src/cli.ts`)');
     const documented = Object.fromEntries(rows.map(([code, name]) => [name!.replace(/`/g, ''), Number(code)]));
     expect(documented).toEqual({ ...EXIT });
   });
 
   it('list every configuration variable with its real default', () => {
-    const rows = tableAfter(README, '### Configuration');
+    const rows = tableAfter(docWith(/^# Configuration$/m).text, '# Configuration\n');
     const documented = rows.flatMap(([names]) => [...names!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!));
     expect([...documented].sort()).toEqual([...CONFIG_VARIABLES].sort());
     const defaults = loadConfig({});
@@ -280,12 +313,37 @@ describe('the README and docs/', () => {
   });
 
   it('show images that exist and stay small', () => {
-    const images = [...readmeFull.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((m) => m[1]!);
-    expect(images.length).toBeGreaterThan(0);
-    for (const image of images) expect(statSync(path.join(ROOT, image)).size, image).toBeLessThan(300 * 1024);
+    const images = Object.entries(MARKDOWN).flatMap(([file, text]) =>
+      [...text.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((m) => ({ file, image: path.join(path.dirname(file), m[1]!) })),
+    );
+    expect(images.filter(({ file }) => file === 'README.md').length).toBeGreaterThan(0);
+    for (const { file, image } of images) expect(statSync(path.join(ROOT, image)).size, `${file}: ${image}`).toBeLessThan(300 * 1024);
   });
 
-  it('end with the Performance section the benchmarks fill in', () => {
-    expect(readmeFull).toMatch(/\n## Performance\n[\s\S]*$/);
+  it('link only to files that exist, and to headings they have', () => {
+    const anchorsOf = (file: string) => headingAnchors(MARKDOWN[file] ?? read(file));
+    const broken: string[] = [];
+    for (const [file, text] of Object.entries(MARKDOWN)) {
+      for (const target of linkTargets(text)) {
+        if (/^[a-z]+:/i.test(target)) continue; // http(s), mailto: not ours to check
+        const [where, anchor] = target.split('#') as [string, string | undefined];
+        const linked = where === '' ? file : path.normalize(path.join(path.dirname(file), where));
+        if (linked.startsWith('..') || !existsSync(path.join(ROOT, linked))) broken.push(`${file}: ${target} (no ${linked})`);
+        else if (anchor !== undefined && linked.endsWith('.md') && !anchorsOf(linked).has(anchor)) broken.push(`${file}: ${target} (no heading #${anchor} in ${linked})`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('keep the README a front page: at most 300 lines, "Use it in your app" at most 40, the reference in docs/', () => {
+    expect(readmeFull.trimEnd().split('\n').length).toBeLessThanOrEqual(300);
+    const app = section(readmeFull, APP_SECTION);
+    expect(app, APP_SECTION).toBeDefined();
+    expect(app!.trimEnd().split('\n').length).toBeLessThanOrEqual(40);
+    expect(app).toContain('npm install reservation-saga');
+    // Linked from the README, one line each; the benchmarks' results in docs/performance.md.
+    for (const file of Object.keys(MARKDOWN).filter((f) => f.startsWith('docs/'))) expect(readmeFull, file).toContain(`](${file}`);
+    expect(MARKDOWN[PERFORMANCE]).toMatch(/^# Performance\n[\s\S]*\n## Targets\n[\s\S]*\n## Where the time goes\n/);
+    expect(readmeFull).not.toMatch(/^## Performance$/m);
   });
 });
