@@ -85,7 +85,7 @@ export async function cliLatency(ctx: BenchContext): Promise<BenchResult> {
     const first = await sagas.start('order', cart, { idempotencyKey: randomUUID() });
     const final = await sagas.result(first.workflowId);
     if (final.outcome !== SagaOutcome.COMPLETED) throw new Error(`cli-latency: ${first.workflowId} ended ${final.outcome} (${final.reason})`);
-    // The cart from a file, as the README shows it (a card number stays out of the command line).
+    // The cart from a file, as docs/cli.md shows it (a card number stays out of the command line).
     const dataFile = path.join(dir, 'order.json');
     writeFileSync(dataFile, JSON.stringify(cart));
 

@@ -44,7 +44,7 @@ const flag = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 /**
- * Every environment variable the project reads, with its default. The README's configuration table
+ * Every environment variable the project reads, with its default. The configuration table of docs/configuration.md
  * lists the same names; a unit test keeps the two in step.
  */
 const envSchema = z.object({
@@ -126,7 +126,7 @@ const envSchema = z.object({
   /**
    * The secret of the intent keys (HMAC-SHA-256), base64 of at least 32 random bytes (`openssl rand
    * -base64 32`); the same on every client and worker. Required by every process that reserves or
-   * plans sagas; never logged. Changing it starts a new key space (see the README's deployment notes).
+   * plans sagas; never logged. Changing it starts a new key space (see "Rotating INTENT_KEY_SECRET" in docs/configuration.md).
    */
   INTENT_KEY_SECRET: optionalText,
   /**

@@ -4,7 +4,7 @@
  */
 import { REJECTED_AT_GATE, type DemoRow } from './scenario';
 
-/** The columns of the summary table, in order (the README's example table shows the same). */
+/** The columns of the summary table, in order (docs/demo.md's example table shows the same). */
 export const DEMO_COLUMNS = ['request', 'intent', 'answer', 'answer ms', 'fencing token', 'outcome', 'as expected', 'Temporal UI'] as const;
 
 /** The summary table, plain text; the UI link last so a narrow terminal wraps only that. */

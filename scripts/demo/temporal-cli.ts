@@ -2,7 +2,7 @@
  * A saga started the way any Temporal client can start one, without SagaClient and without Redis
  * access: the workflow type `reservationSaga` with `{type, idempotencyKey, data}`, then the
  * reservation's answer read through the `reservation` update. The demo runs these arguments with the
- * Temporal CLI; the README shows the same commands, and test/unit/readme.test.ts keeps them equal.
+ * Temporal CLI; docs/temporal-clients.md shows the same commands, and test/unit/readme.test.ts keeps them equal.
  */
 import { RESERVATION_SAGA_WORKFLOW, reservationUpdate, sagaWorkflowId } from '../../src/shared';
 

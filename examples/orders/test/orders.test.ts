@@ -18,7 +18,7 @@ import { createProviderServer, ensureProviderSchema } from '../src/provider';
 import { DECLINED_CARD, orderSagas, type OrderInput } from '../src/sagas';
 
 const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
-if (!TEMPORAL_ADDRESS) throw new Error('set TEMPORAL_ADDRESS to a Temporal server with reservation-saga\'s search attributes (see README.md)');
+if (!TEMPORAL_ADDRESS) throw new Error('set TEMPORAL_ADDRESS to a Temporal server with reservation-saga\'s search attributes (npx saga setup registers them)');
 
 const run = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 const databaseUrl = `postgres://postgres@127.0.0.1:5432/orders_example_${run}`;
