@@ -7,12 +7,13 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal temporal-server promtool cli api test test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
+.PHONY: help install temporal temporal-server promtool cli api test test-package test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
 	@echo "                 (make demo ARGS=--once: run the scenario, stop, exit 0 only if all went as expected)"
 	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL; the alerts in promtool)"
+	@echo "make test-package the packed package installed outside the checkout: the example apps' and a scaffold's tests"
 	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
 	@echo "make dev-down    stop what make dev started"
@@ -64,6 +65,11 @@ test: install temporal promtool cli lint typecheck api
 
 build: install
 	npm run --silent build
+
+# The package as its users get it: npm pack, installed outside the checkout; each example app's tests
+# and a scaffold's (saga init) on a dev server of its own; ends with `N passed, N failed`.
+test-package: install temporal
+	@scripts/test-package
 
 dev: install temporal cli
 	@scripts/dev-up

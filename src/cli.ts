@@ -347,6 +347,22 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     });
 
   program
+    .command('init <dir>')
+    .description('write a minimal app that uses this package: one saga type, its migration, a worker, a start script, a test')
+    .option('--name <name>', 'the app\'s package name (default: the folder\'s name)')
+    .option('--package <spec>', 'what the app depends on for reservation-saga, e.g. a tarball: file:/path/reservation-saga-0.1.0.tgz (default: this version)')
+    .action(async (dir: string, opts: { name?: string; package?: string }) => {
+      const { initApp, InitError } = await import('./init.js');
+      try {
+        const made = await initApp(dir, { name: opts.name, packageSpec: opts.package });
+        process.stdout.write(`saga init: wrote ${made.files.length} files into ${made.dir}; next: cd ${dir} && npm install && npm test (README.md says what they need)\n`);
+      } catch (err) {
+        if (err instanceof InitError) throw new UsageError(err.message);
+        throw err;
+      }
+    });
+
+  program
     .command('worker')
     .description('run a worker for your saga types until SIGINT or SIGTERM (what npm run worker runs)')
     .action(async () => {

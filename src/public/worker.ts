@@ -9,3 +9,4 @@ export { createWorker, runWorker, type StartWorkerOptions, type RunWorkerOptions
 export { migrate, ensureDatabase, MIGRATIONS_TABLE, type MigrateOptions } from '../db/migrate';
 export { fencedTableSql, checkFencedTable, FencedTableSchemaError, OPERATION_COLUMN } from '../db/fenced-schema';
 export { createPool } from '../db/pool';
+export { setupCluster, SetupError, type SetupOptions, type SetupReport } from '../setup';
