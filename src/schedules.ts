@@ -18,18 +18,24 @@ const PURGE_BATCH = { batchSize: 1000, maxBatches: 500 } as const;
 /** What {@link ensurePurgeSchedule} did. */
 export interface ScheduleOutcome {
   scheduleId: string;
-  /** `created` now; `updated`: its purge request differed from the config's; `unchanged`: as the config says. */
-  action: 'created' | 'updated' | 'unchanged';
+  /**
+   * `created` now; `updated`: its purge request differed from the config's; `unchanged`: as the
+   * config says; `differs`: it differs, and was left as it is (`update: false`).
+   */
+  action: 'created' | 'updated' | 'unchanged' | 'differs';
   /** Whether it was made now (`action === 'created'`). */
   created: boolean;
 }
 
 /**
  * Makes the schedule that runs `purgeIdempotencyStore` every hour on the config's task queue; when it
- * exists, sets its retention to the config's (the config is the one source) if it differs, and
- * otherwise leaves it as it is. Overlapping runs are skipped.
+ * exists, sets its retention to the config's if it differs, unless `update` is false: the schedule
+ * has one owner, `saga setup`, and a worker only makes it when it is missing. Overlapping runs are
+ * skipped.
  */
-export async function ensurePurgeSchedule(client: Client, config: Config): Promise<ScheduleOutcome> {
+export async function ensurePurgeSchedule(client: Client, config: Config, options?: { update?: true }): Promise<ScheduleOutcome & { action: Exclude<ScheduleOutcome['action'], 'differs'> }>;
+export async function ensurePurgeSchedule(client: Client, config: Config, options: { update: false }): Promise<ScheduleOutcome>;
+export async function ensurePurgeSchedule(client: Client, config: Config, options: { update?: boolean } = {}): Promise<ScheduleOutcome> {
   const scheduleId = purgeScheduleId(config.temporal.taskQueue);
   const request: PurgeRequest = { olderThanMs: config.idempotencyRetentionMs, ...PURGE_BATCH };
   try {
@@ -46,6 +52,7 @@ export async function ensurePurgeSchedule(client: Client, config: Config): Promi
     const handle = client.schedule.getHandle(scheduleId);
     const current = await handle.describe();
     if (current.action.type === 'startWorkflow' && isDeepStrictEqual(current.action.args, [request])) return { scheduleId, action: 'unchanged', created: false };
+    if (options.update === false) return { scheduleId, action: 'differs', created: false };
     await handle.update((previous) => (previous.action.type === 'startWorkflow' ? { ...previous, action: { ...previous.action, args: [request] } } : previous));
     return { scheduleId, action: 'updated', created: false };
   }

@@ -149,6 +149,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
         metrics: options.metrics,
+        retentionFloorMs: config.idempotencyRetentionMs,
       }),
       shutdownGraceTime: '10 seconds',
       dataConverter,
@@ -220,8 +221,14 @@ export async function runWorker(options: RunWorkerOptions): Promise<void> {
   const connection = await connectClient(config.temporal);
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
-    const { scheduleId, action } = await ensurePurgeSchedule(client, config);
-    process.stderr.write(`worker: schedule ${scheduleId} ${action === 'unchanged' ? 'in place' : action} (purges idempotency records older than ${config.idempotencyRetentionMs} ms)\n`);
+    // Made when missing; its retention is saga setup's to change (workers with other settings would
+    // rewrite it back and forth). This worker's purges never go below its own retention either way.
+    const { scheduleId, action } = await ensurePurgeSchedule(client, config, { update: false });
+    process.stderr.write(
+      action === 'differs'
+        ? `worker: schedule ${scheduleId} in place with another retention than this worker's ${config.idempotencyRetentionMs} ms (saga setup sets it); this worker purges nothing younger than its own\n`
+        : `worker: schedule ${scheduleId} ${action === 'unchanged' ? 'in place' : action} (purges idempotency records older than ${config.idempotencyRetentionMs} ms)\n`,
+    );
   } finally {
     await connection.close();
   }

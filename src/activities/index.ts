@@ -28,15 +28,22 @@ export interface ActivityDeps {
   existsTtlMs?: number;
   /** The worker's metrics (leases, read-repairs). @default none */
   metrics?: SagaMetrics;
+  /**
+   * The worker's IDEMPOTENCY_RETENTION_MS: no purge it runs deletes a younger record, whatever its
+   * request says. A tombstone younger than that is what stops a late step from committing after its
+   * compensation, and any Temporal client can start the purge workflow.
+   */
+  retentionFloorMs: number;
 }
 
 /** Builds every activity the worker registers. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createSagaActivities(deps),
-    /** One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow). */
+    /** One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow), never below the retention. */
     async purgeIdempotencyBatch(input: { olderThanMs: number; batchSize: number }): Promise<number> {
-      return purgeIdempotencyBatch(deps.pool, input);
+      const olderThanMs = Number.isSafeInteger(input.olderThanMs) ? Math.max(input.olderThanMs, deps.retentionFloorMs) : input.olderThanMs;
+      return purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs });
     },
     /** Increments a Redis counter and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {

@@ -379,7 +379,7 @@ describe('purgeIdempotencyRecords', () => {
   });
 });
 
-describe('the purge schedule (made at worker start)', () => {
+describe('the purge schedule (made by saga setup, or at worker start when missing)', () => {
   // In this file, after the purge test: a run purges the whole table, and only this file ages records.
   let h: SagaHarness;
   beforeAll(async () => {
@@ -417,6 +417,36 @@ describe('the purge schedule (made at worker start)', () => {
     expect((result as { deleted: number }).deleted).toBeGreaterThanOrEqual(3);
     const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1', [scope]);
     expect(rows.map((r) => r.key)).toEqual(['young']);
+  });
+
+  it('never purges a record younger than the worker\'s retention, whatever a starter asks (olderThanMs: 0)', async () => {
+    // A tombstone younger than the retention is what stops a late step from committing after its
+    // compensation: a purge run started by any Temporal client may not take it.
+    const scope = uniqueId('purge-floor');
+    await withIdempotency(pool, { scope, key: 'young', payload: 'young' }, async () => 'young');
+    await tombstoneIdempotencyKey(pool, { scope, key: 'tombstoned', payload: 'tombstoned' });
+    await pool.query(`UPDATE idempotency_store SET updated_at = now() - interval '10 minutes' WHERE scope = $1`, [scope]);
+
+    const run = await h.client.temporal.workflow.execute('purgeIdempotencyStore', {
+      taskQueue: h.config.temporal.taskQueue,
+      workflowId: uniqueId('purge-everything'),
+      args: [{ olderThanMs: 0, batchSize: 1000, maxBatches: 10 }],
+    });
+
+    expect(run).toMatchObject({ batches: 1 });
+    const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1 ORDER BY key', [scope]);
+    expect(rows.map((r) => r.key)).toEqual(['tombstoned', 'young']);
+  });
+
+  it('has one owner: a worker leaves a schedule made with another retention as it is, saga setup sets it', async () => {
+    const shorter = { ...h.config, idempotencyRetentionMs: h.config.idempotencyRetentionMs - 1_800_000 };
+    await ensurePurgeSchedule(h.client.temporal, h.config);
+    const schedule = h.client.temporal.schedule.getHandle(purgeScheduleId(h.config.temporal.taskQueue));
+
+    expect((await ensurePurgeSchedule(h.client.temporal, shorter, { update: false })).action).toBe('differs');
+    expect((await schedule.describe()).action).toMatchObject({ args: [{ olderThanMs: h.config.idempotencyRetentionMs }] });
+    expect((await ensurePurgeSchedule(h.client.temporal, shorter)).action).toBe('updated');
+    expect((await schedule.describe()).action).toMatchObject({ args: [{ olderThanMs: shorter.idempotencyRetentionMs }] });
   });
 });
 
