@@ -174,13 +174,17 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
 
 /**
  * Refuses to start when a saga type's table lacks a column it needs: the fencing columns, its data
- * columns and, for a table an operation claims, `last_operation_token`.
+ * columns and, for a table an operation claims, `last_operation_token`. One look per table (a
+ * creation and its operations share theirs), named by the first type that uses it.
  */
 async function checkSagaTables(pool: Pool, types: SagaTypes): Promise<void> {
-  const claimed = new Set(Object.values(types).filter((d) => isEntityOperation(d)).map((d) => d.table.table));
+  const tables = new Map<string, { def: SagaTypes[string]; operations: boolean }>();
   for (const def of Object.values(types)) {
-    await checkFencedTable(pool, def.table, { operations: claimed.has(def.table.table), sagaType: def.type });
+    const seen = tables.get(def.table.table);
+    if (seen) seen.operations ||= isEntityOperation(def);
+    else tables.set(def.table.table, { def, operations: isEntityOperation(def) });
   }
+  for (const { def, operations } of tables.values()) await checkFencedTable(pool, def.table, { operations, sagaType: def.type });
 }
 
 /** Options of {@link runWorker}. */

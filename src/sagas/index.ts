@@ -10,6 +10,7 @@ import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, typ
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
 export * from './definition';
 export * from './define';
+import { sagaTypesOf } from './define';
 
 /** Largest accepted payload (its JSON), so a hostile request cannot bloat workflow history. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -23,7 +24,7 @@ export type SagaTypes = Readonly<Record<string, SagaType<unknown>>>;
 /** Saga types by name, from their definitions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
 export function defineSagaTypes(...definitions: SagaType<any>[]): SagaTypes {
-  return Object.freeze(Object.fromEntries(definitions.map((d) => [d.type, d as unknown as SagaType<unknown>])));
+  return sagaTypesOf(definitions);
 }
 
 /** The definition of `type`, or a SagaInputError naming the known ones. */
