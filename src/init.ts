@@ -12,8 +12,11 @@ import { PROJECT_ROOT } from './paths';
 /** The app's template: plain files, copied with their placeholders filled in. */
 export const APP_TEMPLATE_DIR = path.join(PROJECT_ROOT, 'templates', 'app');
 
-/** Template files stored under another name (npm drops a `.gitignore` from a package). */
-const RENAMED: Readonly<Record<string, string>> = { gitignore: '.gitignore' };
+/**
+ * Template files stored under another name: npm drops a `.gitignore` from a package, and a
+ * `tsconfig.json` in the checkout would become the project of the template's sources for our lint.
+ */
+const RENAMED: Readonly<Record<string, string>> = { gitignore: '.gitignore', tsconfig: 'tsconfig.json' };
 
 /** An npm package name (lower case, optionally scoped), as npm accepts it for a new package. */
 const PACKAGE_NAME = /^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/;

@@ -26,13 +26,14 @@ describe('initApp', () => {
 
     expect(made.dir).toBe(path.join(scratch, 'signups'));
     expect(made.files).toEqual(
-      expect.arrayContaining(['.gitignore', 'README.md', 'package.json', 'src/migrate.ts', 'src/sagas.ts', 'src/start.ts', 'src/worker.ts', 'test/signup.test.ts']),
+      expect.arrayContaining(['.gitignore', 'README.md', 'package.json', 'tsconfig.json', 'src/migrate.ts', 'src/sagas.ts', 'src/start.ts', 'src/worker.ts', 'test/signup.test.ts']),
     );
     for (const file of made.files) expect(read(made.dir, file), file).not.toMatch(/\{\{\w+\}\}/);
     expect(read(made.dir, 'README.md')).toMatch(/^# my-signups\n/);
     const pkg = packageJson(made.dir);
     expect(pkg.name).toBe('my-signups');
-    expect(pkg.scripts).toMatchObject({ test: 'node --import tsx --test test/*.test.ts', worker: 'tsx src/worker.ts', start: 'tsx src/start.ts', migrate: 'tsx src/migrate.ts' });
+    expect(pkg.type).toBe('module');
+    expect(pkg.scripts).toMatchObject({ test: 'tsc --noEmit && node --import tsx --test test/*.test.ts', worker: 'tsx src/worker.ts', start: 'tsx src/start.ts', migrate: 'tsx src/migrate.ts' });
     expect(pkg['reservation-saga']).toEqual({ sagas: './src/sagas.ts' });
   });
 
@@ -43,8 +44,9 @@ describe('initApp', () => {
     const imported = sources.flatMap((s) => [...s.matchAll(/from '([^']+)'/g)].map((m) => m[1]!));
     const external = [...new Set(imported.filter((m) => !m.startsWith('.') && !m.startsWith('node:')))].sort();
     expect(external).toEqual(['pg', 'reservation-saga', 'reservation-saga/worker', 'zod']);
-    // Relative imports stay inside the app: never a path into the package's sources.
-    for (const m of imported.filter((m) => m.startsWith('.'))) expect(m).toMatch(/^\.\.?\/(src\/)?[a-z-]+$/);
+    // Relative imports stay inside the app (never a path into the package's sources), with the
+    // extension an ES module import needs.
+    for (const m of imported.filter((m) => m.startsWith('.'))) expect(m).toMatch(/^\.\.?\/(src\/)?[a-z-]+\.js$/);
   });
 
   it('depends on the spec it is given, and on our versions of the packages we share', async () => {
@@ -54,7 +56,12 @@ describe('initApp', () => {
     const pkg = packageJson(made.dir);
     expect(pkg.dependencies!['reservation-saga']).toBe(spec);
     expect(pkg.dependencies).toMatchObject({ zod: ours.dependencies.zod, pg: ours.dependencies.pg });
-    expect(pkg.devDependencies).toMatchObject({ tsx: ours.devDependencies.tsx, '@types/pg': ours.devDependencies['@types/pg'] });
+    expect(pkg.devDependencies).toMatchObject({
+      tsx: ours.devDependencies.tsx,
+      typescript: ours.devDependencies.typescript,
+      '@types/node': ours.devDependencies['@types/node'],
+      '@types/pg': ours.devDependencies['@types/pg'],
+    });
   });
 
   it('depends on ^<our version> by default, and names the app after its folder', async () => {

@@ -2,6 +2,8 @@
  * The app's schema: the library's tables, then the app's own fenced table. Run as a script
  * (`npm run migrate`), it migrates DATABASE_URL, creating the database when missing.
  */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { loadConfig } from 'reservation-saga';
 import { ensureDatabase, fencedTableSql, migrate } from 'reservation-saga/worker';
@@ -21,7 +23,8 @@ export async function migrateApp(databaseUrl: string): Promise<void> {
   }
 }
 
-if (require.main === module) {
+// Run as a script (not imported by the test).
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   migrateApp(loadConfig(process.env).db.url).then(
     () => console.log('migrate: done'),
     (err: unknown) => {

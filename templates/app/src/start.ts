@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadConfig, SagaClient } from 'reservation-saga';
-import { sagas } from './sagas';
+import { sagas } from './sagas.js';
 
 async function main(): Promise<number> {
   const [email, plan = 'free', idempotencyKey = randomUUID()] = process.argv.slice(2);

@@ -5,13 +5,14 @@
  * runs a worker in this process, and removes what it made.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig, SagaClient } from 'reservation-saga';
 import { createWorker, type AppWorker } from 'reservation-saga/worker';
-import { migrateApp } from '../src/migrate';
-import { sagas } from '../src/sagas';
+import { migrateApp } from '../src/migrate.js';
+import { sagas } from '../src/sagas.js';
 
 const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
 if (!TEMPORAL_ADDRESS) throw new Error('set TEMPORAL_ADDRESS to a running Temporal server (e.g. `temporal server start-dev`, then `npx saga setup`)');
@@ -20,7 +21,8 @@ const run = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 const serverUrl = (database: string) => Object.assign(new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'), { pathname: `/${database}` }).toString();
 const databaseUrl = serverUrl(`app_test_${run}`);
 const keyPrefix = `app-test:${run}:`;
-const config = loadConfig({
+// The settings of this run, for the worker and client here and the `saga` CLI run below.
+const env: NodeJS.ProcessEnv = {
   ...process.env,
   TEMPORAL_ADDRESS,
   TEMPORAL_TASK_QUEUE: `app-test-${run}`,
@@ -28,7 +30,8 @@ const config = loadConfig({
   REDIS_KEY_PREFIX: keyPrefix,
   INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
   SAGA_CODEC_KEYS: `test:${randomBytes(32).toString('base64')}`,
-});
+};
+const config = loadConfig(env);
 let app: AppWorker | undefined;
 let running: Promise<void> | undefined;
 let client: SagaClient | undefined;
@@ -75,5 +78,15 @@ void describe('signup', { timeout: 120_000 }, () => {
 
     assert.equal(again.reservation.status, 'DUPLICATE');
     assert.equal(again.started, false);
+  });
+
+  void it('answers the saga CLI the same: it finds the saga types through package.json', async () => {
+    const args = ['saga', 'start', '--type', 'signup', '--data', JSON.stringify({ email, plan: 'free' }), '--json'];
+    const cli = await new Promise<{ code: unknown; stdout: string; stderr: string }>((resolve) => {
+      execFile('npx', args, { env }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr }));
+    });
+
+    assert.equal(cli.code, 3, `saga start exits 3 (DUPLICATE); stderr: ${cli.stderr}`);
+    assert.deepEqual((JSON.parse(cli.stdout) as { reservation: unknown }).reservation, { status: 'DUPLICATE' });
   });
 });
