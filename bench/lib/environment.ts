@@ -122,6 +122,9 @@ export async function startServices(progress: Progress): Promise<Services> {
     // The payment provider the order saga charges through, in this process (as `make dev` runs one beside the workers).
     progress.update('starting the payment provider');
     providerPool = new pg.Pool({ connectionString: databaseUrl.toString(), max: 8 });
+    // A connection the cleanup's DROP DATABASE … WITH (FORCE) ends while it is still opening reports
+    // its error to the pool: without a listener, that error would end the run before its report.
+    providerPool.on('error', (err) => progress.log(`bench: payment provider pool: ${err.message}`));
     await ensureProviderSchema(providerPool);
     const server = createProviderServer({ pool: providerPool });
     provider = server;

@@ -14,7 +14,7 @@ import pg from 'pg';
 import { loadConfig, SagaClient, type Config } from 'reservation-saga';
 import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
 import { migrateOrders } from '../src/migrate';
-import { createProviderServer, ensureProviderSchema } from '../src/provider';
+import { createProviderServer, ensureProviderSchema, runPaymentProvider } from '../src/provider';
 import { DECLINED_CARD, orderSagas, type OrderInput } from '../src/sagas';
 
 const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
@@ -119,5 +119,33 @@ void describe('the order app', () => {
     assert.equal((await client.result(cancel.workflowId)).outcome, 'COMPLETED');
     const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE id = $1', [entityId]);
     assert.deepEqual(rows, [{ cancelled: true }]);
+  });
+});
+
+void describe('the payment provider process', () => {
+  void it('outlives PostgreSQL ending its idle connection, and answers on a new one', async () => {
+    const providerDatabase = `orders_example_${run}_provider`;
+    const providerUrl = `postgres://postgres@127.0.0.1:5432/${providerDatabase}`;
+    await ensureDatabase(providerUrl);
+    const lines: string[] = [];
+    const provider = await runPaymentProvider({ databaseUrl: providerUrl, host: '127.0.0.1', port: 0, log: (line) => lines.push(line) });
+    const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+    await admin.connect();
+    try {
+      const list = () => fetch(`${provider.url}/v1/charges?reference=r-${run}`);
+      assert.equal((await list()).status, 200); // its pool now holds an idle connection
+
+      const { rows } = await admin.query<{ ended: boolean }>('SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = $1', [providerDatabase]);
+      assert.ok(rows.length > 0 && rows.every((r) => r.ended), 'PostgreSQL ended the provider\'s connections');
+      // The pool hears of it as an error event (which, unheard, would end this process).
+      for (const deadline = Date.now() + 10_000; !lines.some((l) => l.includes('connection lost')) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+
+      assert.ok(lines.some((l) => /^payment provider: PostgreSQL connection lost: /.test(l)), `logged: ${lines.join(' | ')}`);
+      assert.equal((await list()).status, 200);
+    } finally {
+      await provider.close();
+      await admin.query(`DROP DATABASE IF EXISTS ${providerDatabase} WITH (FORCE)`);
+      await admin.end();
+    }
   });
 });

@@ -35,6 +35,9 @@ export interface RunningPaymentProvider {
 export async function runPaymentProvider(options: RunPaymentProviderOptions): Promise<RunningPaymentProvider> {
   const log = options.log ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+  // An idle connection that PostgreSQL ends (a restart, a terminated backend) reports here; without a
+  // listener the error would end the process. The pool opens a new connection when one is needed.
+  pool.on('error', (err) => log(`payment provider: PostgreSQL connection lost: ${err.message}`));
   try {
     await ensureProviderSchema(pool);
     const app = createProviderServer({ pool, log });
