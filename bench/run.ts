@@ -14,6 +14,7 @@ import { earlyAnswer } from './early-answer';
 import { httpLoad } from './http-load';
 import { machineInfo, startServices } from './lib/environment';
 import { observabilityOverhead } from './observability-overhead';
+import { packagedClient } from './packaged-client';
 import { parseOptions, type BenchmarkName } from './lib/options';
 import { Progress } from './lib/progress';
 import { renderReport, type BenchResult, type RunReport } from './lib/report';
@@ -42,6 +43,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'observability-overhead': observabilityOverhead,
   'scale-out': scaleOut,
   'trace-cost': traceCost,
+  'packaged-client': packagedClient,
 };
 
 async function main(): Promise<number> {

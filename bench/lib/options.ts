@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -59,6 +59,8 @@ export interface Sizes {
   overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
   /** Trace cost: rounds (each runs every set-up once under callgrind), DUPLICATE answers before the count starts, and counted. */
   traceCost: { rounds: number; warmup: number; answers: number };
+  /** The packaged client: rounds (a new process per contender each), the warm-up and the measured time per in-flight count. */
+  packaged: { rounds: number; warmupMs: number; roundMs: number };
 }
 
 const FULL: Sizes = {
@@ -84,6 +86,7 @@ const FULL: Sizes = {
   overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
   // Under callgrind a process runs some 40× slower: two set-ups take about 100 s side by side.
   traceCost: { rounds: 2, warmup: 4000, answers: 8000 },
+  packaged: { rounds: 5, warmupMs: 1000, roundMs: 3000 },
 };
 
 const QUICK: Sizes = {
@@ -109,6 +112,7 @@ const QUICK: Sizes = {
   scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built' },
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
   traceCost: { rounds: 1, warmup: 500, answers: 1000 },
+  packaged: { rounds: 2, warmupMs: 300, roundMs: 1000 },
 };
 
 /** What the command line asked for. */
