@@ -57,7 +57,7 @@ export interface ExternalStepContext<I> extends StepContext<I> {
  * compensation's own call must order itself after any attempt of the step at the service: undo the
  * effect made with the step's key if there is one, wait (fail, to be retried) while the service is
  * still working on that key, and otherwise make the service refuse that key from then on (void it).
- * The example payment provider (src/provider) answers refunds that way; with a service that cannot
+ * The order example's payment provider (examples/orders/src/provider) answers refunds that way; with a service that cannot
  * void a key, the compensation has to outwait the step's attempts instead.
  */
 export interface ExternalStep<I> {
