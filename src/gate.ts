@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import type { FencedTable } from './db';
+import { isRowId } from './db/fenced-table';
 import type { SagaMetrics } from './metrics';
 import { isSessionId, sessionTag, type EntityOwner, type Rms } from './rms';
 
@@ -115,6 +116,8 @@ export interface LockRequest {
  */
 export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<LockAnswer> {
   const { rms } = deps;
+  // An id no row can have (past bigint, say) is a missing entity, answered before any lease is taken.
+  if (!isRowId(req.entityId)) return { status: 'NOT_FOUND' };
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
   if (reserved.status === 'CONFLICT') return reserved;
   // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).

@@ -427,8 +427,16 @@ export function normaliseToken(token: unknown): string {
 }
 
 /** Checks a row id (a positive bigint as a decimal string). */
+/**
+ * Whether `id` is an id a row can have: a positive decimal integer within PostgreSQL's bigint. An id
+ * that is not one names no row, whatever the table holds.
+ */
+export function isRowId(id: unknown): id is string {
+  return typeof id === 'string' && /^[1-9][0-9]{0,18}$/.test(id) && BigInt(id) <= MAX_BIGINT;
+}
+
 function normaliseId(id: unknown): string {
-  if (typeof id !== 'string' || !/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > MAX_BIGINT) {
+  if (!isRowId(id)) {
     throw new InvalidArgumentError('id', `${describe(id)} is not a row id (a positive integer as a decimal string)`);
   }
   return id;

@@ -20,7 +20,8 @@ export function classifyError(error: unknown): Problem | undefined {
       // The message quotes the namespaced key; the caller knows its own.
       return problem(422, ProblemType.IDEMPOTENCY_KEY_REUSED, 'this Idempotency-Key was already used with another body; use a new key for a new request');
     }
-    if (error.code === ErrorType.ENTITY_NOT_FOUND) return problem(422, ProblemType.ENTITY_NOT_FOUND, error.message);
+    // A missing entity is a 404, as a missing saga is: the answer for an id that names nothing.
+    if (error.code === ErrorType.ENTITY_NOT_FOUND) return problem(404, ProblemType.ENTITY_NOT_FOUND, error.message);
     return problem(422, ProblemType.INVALID_INPUT, error.message);
   }
   if (error instanceof SagaEndedError) return problem(409, ProblemType.SAGA_ENDED, `the saga has already ended (${error.status}); there is nothing to cancel`);

@@ -139,7 +139,7 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
             content: { 'application/json': { schema: ref('StartedSaga') } },
           },
           '400': problemResponse('Idempotency-Key missing or invalid, or a body that is not JSON'),
-          '404': problemResponse('unknown saga type'),
+          '404': problemResponse('unknown saga type, or for an operation an entity that does not exist'),
           '409': problemResponse('DUPLICATE (the entity exists, made by another request) or CONFLICT (another request holds the intent; Retry-After)', RETRY_AFTER),
           '413': problemResponse('body over the limit'),
           '415': problemResponse('a body that is not application/json'),

@@ -137,6 +137,14 @@ describe('order-cancel', () => {
     expect((await h.rms.inspect(prepared.intentKey)).holder).toBeUndefined();
     await expect(h.client.start('order-cancel', { order: 'one' })).rejects.toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
   });
+
+  it('refuses an id no row can have (past bigint) as a missing order, holding nothing', async () => {
+    // 19 digits, as the order app's schema allows, but above PostgreSQL's bigint: no order has it.
+    const beyond = '9999999999999999999';
+
+    await expect(h.client.start('order-cancel', { order: beyond })).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
+    expect((await h.rms.inspect(h.client.prepare('order-cancel', { order: beyond }).intentKey)).holder).toBeUndefined();
+  });
 });
 
 describe('order-amend', () => {

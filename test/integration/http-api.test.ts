@@ -251,7 +251,7 @@ describe('POST /v1/sagas/{type}', () => {
     expect(doc.detail).not.toContain('not digits');
   });
 
-  it('starts an operation on an existing order, and answers one on an order that does not exist with 422 entity-not-found', async () => {
+  it('starts an operation on an existing order, and answers one on an order that does not exist with 404 entity-not-found', async () => {
     const created = await h.client.result((await h.client.start('order', order())).workflowId);
 
     const cancel = await start('order-cancel', { order: created.entityId }, { key: uniqueKey('cancel') });
@@ -261,8 +261,14 @@ describe('POST /v1/sagas/{type}', () => {
     const body = (await cancel.json()) as { workflowId: string; intentKey: string };
     expect(body.intentKey).toMatch(/^order-lock:/);
     expect((await h.client.result(body.workflowId)).outcome).toBe('COMPLETED');
-    const doc = await expectProblem(missing, 422, '/problems/entity-not-found');
+    const doc = await expectProblem(missing, 404, '/problems/entity-not-found');
     expect(doc.detail).toContain('987654321987');
+  });
+
+  it('answers an operation on an id no row can have (past bigint) like a missing order: 404, never a 500', async () => {
+    const beyond = await start('order-cancel', { order: '9999999999999999999' }, { key: uniqueKey('cancel-beyond') });
+
+    await expectProblem(beyond, 404, '/problems/entity-not-found');
   });
 
   it('answers an unknown saga type with 404', async () => {

@@ -8,7 +8,7 @@ import { FencedTable, InvalidArgumentError, type Queryable } from '../../src/db'
 
 /** The generic layer over the example domain's table: `orders` and three of its data columns. */
 const fencedOrders = new FencedTable({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] });
-import { buildStatements, normaliseToken } from '../../src/db/fenced-table';
+import { buildStatements, isRowId, normaliseToken } from '../../src/db/fenced-table';
 
 interface Sent {
   text: string;
@@ -76,6 +76,13 @@ describe('FencedTable construction', () => {
     expect(sql.writeFenced).toContain('d."customer", d."amount_cents"');
     expect(sql.find).toContain('FROM "sales"."orders_2026"');
     expect(sql.transition).toContain('UPDATE "sales"."orders_2026" AS cur');
+  });
+});
+
+describe('isRowId', () => {
+  it('takes positive decimal integers up to bigint\'s largest, and nothing else', () => {
+    expect(['1', '42', '9223372036854775807'].map(isRowId)).toEqual([true, true, true]);
+    expect(['9223372036854775808', '9999999999999999999', '0', '01', '-1', '1.0', ' 1', '', 1, undefined].map(isRowId)).toEqual(Array(10).fill(false));
   });
 });
 
