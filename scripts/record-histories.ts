@@ -89,7 +89,12 @@ async function main(): Promise<void> {
     // Cancelled before any worker ran it: it plans and confirms its reservation, then compensates.
     shapes['gate-cancelled-before-worker'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     await client.cancel(shapes['gate-cancelled-before-worker']);
+    // Its gate lease ends before the worker starts, and another request takes the intent meanwhile:
+    // it ends REJECTED, a failed workflow (rejected-saga-fails).
+    const contested = cart('4242424242424242');
+    shapes['gate-rejected'] = (await shortClient.start('order', contested)).workflowId;
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
+    const taker = await client.start('order', contested);
     // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
     const held = cart('4242424242424242');
     const holder = await client.start('order', held);
@@ -116,7 +121,7 @@ async function main(): Promise<void> {
         await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
         await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
         await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
-        await Promise.all([...Object.values(shapes), holder.workflowId].map((id) => client.result(id).catch(() => undefined)));
+        await Promise.all([...Object.values(shapes), holder.workflowId, taker.workflowId].map((id) => client.result(id).catch(() => undefined)));
         // Operations on existing orders, under each order's lock: a cancellation, an amendment, an
         // amendment whose card is declined, and one cancelled while it charges.
         const orderOf = async () => (await client.result((await client.start('order', cart('4242424242424242', 'widget', 2))).workflowId)).entityId!;

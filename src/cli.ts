@@ -203,7 +203,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
         print(s, !!opts.json, () =>
           [
             `${s.workflowId}: ${s.status}, phase ${s.state.phase}${s.state.outcome ? `, outcome ${s.state.outcome}` : ''}${s.state.reason ? ` (${s.state.reason})` : ''}`,
-            `intent ${s.state.intentKey}${s.state.fencingToken ? `, fencing token ${s.state.fencingToken}` : ''}`,
+            `intent ${s.state.intentKey}${s.state.fencingToken ? `, fencing token ${s.state.fencingToken}` : ''}${s.state.entityId ? `, entity ${s.state.entityId}` : ''}`,
             `steps done: ${s.state.stepsDone.join(', ') || '-'}; compensations run: ${s.state.compensationsRun.join(', ') || '-'}`,
             ...s.state.errors.map((e) => `error at ${e.at}: ${e.type ? `[${e.type}] ` : ''}${e.message}`),
             `UI: ${s.url}`,

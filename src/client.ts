@@ -4,7 +4,7 @@
  * lookup), and only a SUCCESS starts a workflow, with one start call. DUPLICATE and CONFLICT are
  * answered without Temporal and leave nothing behind.
  */
-import type { Client, Connection } from '@temporalio/client';
+import type { Client, Connection, WorkflowExecutionDescription } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
@@ -14,16 +14,18 @@ import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
+import { checkSagaTimings, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
+  SagaAbort,
+  SagaOutcome,
   SagaPhase,
   sagaWorkflowId,
   type ReservationAnswer,
   type SagaInput,
   type SagaMemo,
-  type SagaOutcome,
+  type SagaEnd,
   type SagaStart,
   type SagaState,
   type SagaTimings,
@@ -77,8 +79,12 @@ export interface StartedSaga {
   reservation: ReservationAnswer;
   /** Whether a saga exists for this key. False for DUPLICATE and CONFLICT answered at the gate. */
   started: boolean;
-  /** When this key's saga has already ended (a retry after the end): its final outcome. */
-  outcome?: SagaOutcome;
+  /**
+   * When this key's saga has already ended (a retry after the end): how it ended, its outcome or, for
+   * a saga stopped without one after it registered its entity, TERMINATED or TIMED_OUT. A saga that
+   * ended REJECTED, or FAILED before it had a plan, does not hold its key: a retry is a new attempt.
+   */
+  outcome?: SagaEnd;
   /** Present when this key's saga existed before this call (a retry): the answer is that saga's, not a new one. */
   replayed?: true;
   /** The saga in the Temporal UI; absent when no saga was started. */
@@ -155,7 +161,9 @@ export class SagaClient {
   #temporal?: Client;
   #connecting?: Promise<Client>;
 
+  /** @throws TypeError for timings a worker would refuse (see TIMING_BOUNDS). */
   constructor(options: SagaClientOptions, close?: () => Promise<void>) {
+    checkSagaTimings(options.timings);
     this.#options = options;
     this.#close = close;
     if (!('connectOnFirstUse' in options.client)) this.#temporal = options.client;
@@ -165,12 +173,14 @@ export class SagaClient {
    * Connects to Temporal, Redis and PostgreSQL with the config's settings, accepting the app's saga
    * types (`sagas`); {@link close} closes what it opened. With `temporal: 'on first use'`, Temporal
    * is connected by the first call that needs it.
-   * @throws ConfigError for a bad or missing setting; SagaDeclarationError for a malformed saga type.
+   * @throws ConfigError for a bad or missing setting; SagaDeclarationError for a malformed saga type;
+   * TypeError for timings (with `compensationAttempts`) a worker would refuse, before connecting.
    */
   static async connect(options: SagaClientConnectOptions): Promise<SagaClient> {
     const types = sagaTypesOf(options.sagas);
     const config = options.config ?? loadConfig(process.env);
     const compensationAttempts = options.compensationAttempts ?? 5;
+    checkSagaTimings({ ...config.saga, compensationAttempts });
     const intentSecret = requireIntentSecret(config);
     requireCodecKeys(config);
     const { namespace } = config.temporal;
@@ -327,9 +337,11 @@ export class SagaClient {
         workflowId,
         taskQueue: this.#options.taskQueue,
         args: [start],
-        // One saga per key, ever: a running one is joined below, a finished one is never started again.
+        // A running saga is joined below. A run that ended is never started again, unless it failed:
+        // a REJECTED saga (it wrote nothing) ends failed, as one whose input the worker refused, and a
+        // terminated one whose entity the gate did not find (the gate answered SUCCESS) holds nothing.
         workflowIdConflictPolicy: 'FAIL',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
         memo: { requestHash: input.requestHash, reservation: answer } satisfies SagaMemo,
         typedSearchAttributes: [
           { key: SAGA_TYPE, value: input.type },
@@ -384,14 +396,14 @@ export class SagaClient {
     }
     if (recordedHash !== input.requestHash) throw keyReused(input.idempotencyKey);
     answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: input.requestHash }] });
-    const outcome = running ? undefined : attributes.get(SAGA_OUTCOME);
-    return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome: outcome as SagaOutcome } : {}), replayed: true };
+    const outcome = running ? undefined : endOf(description.status.name, attributes.get(SAGA_OUTCOME));
+    return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome } : {}), replayed: true };
   }
 
   /** The final state of an ended saga, from its history (no worker needed). */
   async #finalState(workflowId: string): Promise<SagaState> {
     try {
-      return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
+      return await this.result(workflowId);
     } catch (err) {
       const { WorkflowFailedError } = await temporalClientLibrary();
       if (err instanceof WorkflowFailedError) {
@@ -401,17 +413,64 @@ export class SagaClient {
     }
   }
 
-  /** Waits for the saga to end and returns its final state. */
+  /**
+   * Waits for the saga to end and returns its final state (read from its history: no worker needed
+   * once it has ended), a REJECTED saga's included.
+   * @throws WorkflowFailedError when its workflow failed without a state (input the worker refused),
+   * was terminated or timed out.
+   */
   async result(workflowId: string): Promise<SagaState> {
-    return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
+    try {
+      return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
+    } catch (err) {
+      const rejected = await rejectedState(err);
+      if (rejected) return rejected;
+      throw err;
+    }
   }
 
-  /** The saga's current state (the `state` query) and its execution status. */
+  /**
+   * The saga's state and its execution status: a running saga's from its `state` query (answered by
+   * a worker), an ended one's from its history, with no worker. A saga stopped without a state
+   * (terminated, timed out, or failed before its plan) is described by its memo and search
+   * attributes: its outcome TERMINATED, TIMED_OUT or FAILED, its last phase, and an error saying so.
+   */
   async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
     const [client, { stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
-    const [description, state] = await Promise.all([handle.describe(), handle.query(stateQuery)]);
-    return { workflowId, status: description.status.name, state, url: this.url(workflowId) };
+    const description = await handle.describe();
+    const status = description.status.name;
+    const state = status === 'RUNNING' ? await handle.query(stateQuery) : await this.#endedState(workflowId, description);
+    return { workflowId, status, state, url: this.url(workflowId) };
+  }
+
+  /** An ended saga's final state, from its result, or from what its execution records when it has none. */
+  async #endedState(workflowId: string, description: WorkflowExecutionDescription): Promise<SagaState> {
+    if (description.status.name === 'COMPLETED' || description.status.name === 'FAILED') {
+      try {
+        return await this.result(workflowId);
+      } catch (err) {
+        const { WorkflowFailedError } = await temporalClientLibrary();
+        if (!(err instanceof WorkflowFailedError)) throw err;
+      }
+    }
+    const { INTENT_KEY, SAGA_PHASE, SAGA_TYPE } = await temporalDefinitions();
+    const attributes = description.typedSearchAttributes;
+    const memo = (description.memo ?? {}) as SagaMemo;
+    const end = endOf(description.status.name, undefined) ?? SagaAbort.FAILED;
+    const phase = attributes.get(SAGA_PHASE) as SagaPhase | undefined;
+    return {
+      type: attributes.get(SAGA_TYPE) ?? '',
+      idempotencyKey: '',
+      requestHash: memo.requestHash ?? '',
+      intentKey: attributes.get(INTENT_KEY) ?? '',
+      phase: phase ?? SagaPhase.RESERVING,
+      outcome: end,
+      ...(memo.reservation ? { reservation: memo.reservation } : {}),
+      stepsDone: [],
+      compensationsRun: [],
+      errors: [{ at: phase ?? SagaPhase.RESERVING, type: end, message: `the saga's workflow ended ${end} before the saga recorded its state; its history shows the steps it ran` }],
+    };
   }
 
   /** Lists sagas by search attributes, newest first. */
@@ -465,6 +524,37 @@ export class SagaClient {
     if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
     await handle.cancel();
   }
+}
+
+/**
+ * How a saga ended, from its workflow's status and its `SagaOutcome` search attribute; undefined
+ * while it runs. A REJECTED saga fails its workflow (see REJECTED_FAILS_PATCH).
+ */
+function endOf(status: string, outcome: string | undefined): SagaEnd | undefined {
+  switch (status) {
+    case 'RUNNING':
+      return undefined;
+    case 'COMPLETED':
+      return outcome as SagaOutcome | undefined;
+    case 'FAILED':
+      return outcome === SagaOutcome.REJECTED ? SagaOutcome.REJECTED : SagaAbort.FAILED;
+    case 'TERMINATED':
+      return SagaAbort.TERMINATED;
+    case 'TIMED_OUT':
+      return SagaAbort.TIMED_OUT;
+    default:
+      return SagaAbort.CANCELED;
+  }
+}
+
+/** The final state a REJECTED saga failed its workflow with, when `err` is that failure. */
+async function rejectedState(err: unknown): Promise<SagaState | undefined> {
+  const { WorkflowFailedError, ApplicationFailure } = await temporalClientLibrary();
+  if (!(err instanceof WorkflowFailedError)) return undefined;
+  const cause = err.cause;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== ErrorType.SAGA_REJECTED) return undefined;
+  const [state] = cause.details ?? [];
+  return typeof state === 'object' && state !== null ? (state as SagaState) : undefined;
 }
 
 /** Thrown when an operation needs a running saga and this one has ended, or when a saga ended without an answer. */

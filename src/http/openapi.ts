@@ -6,7 +6,10 @@
  */
 import { z } from 'zod';
 import type { SagaTypes } from '../sagas';
-import { SagaOutcome, SagaPhase } from '../shared/saga';
+import { SagaAbort, SagaOutcome, SagaPhase } from '../shared/saga';
+
+/** How a saga ends: its outcome, or how its workflow was stopped without one. */
+const SAGA_ENDS = [...Object.values(SagaOutcome), ...Object.values(SagaAbort)];
 import { MAX_HEADER_KEY_LENGTH } from './idempotency-key';
 import { ProblemType } from './problems';
 
@@ -72,7 +75,11 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         runId: { type: 'string' },
         intentKey: { type: 'string' },
         reservation: ref('Reservation'),
-        outcome: { type: 'string', enum: Object.values(SagaOutcome), description: 'once the saga has ended (a replay after its end)' },
+        outcome: {
+          type: 'string',
+          enum: SAGA_ENDS,
+          description: 'once the saga has ended (a replay after its end): its outcome, or TERMINATED or TIMED_OUT for one stopped after it registered its entity',
+        },
         links: ref('Links'),
       },
       required: ['workflowId', 'runId', 'intentKey', 'reservation', 'links'],
@@ -84,10 +91,11 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         type: { type: 'string' },
         status: { type: 'string', description: 'the workflow execution status, e.g. RUNNING, COMPLETED' },
         phase: { type: 'string', enum: Object.values(SagaPhase) },
-        outcome: { type: 'string', enum: Object.values(SagaOutcome) },
+        outcome: { type: 'string', enum: SAGA_ENDS, description: 'once it has ended' },
         reason: { type: 'string' },
         intentKey: { type: 'string' },
         fencingToken: { type: 'string' },
+        entityId: { type: 'string', description: "the id of the saga's entity, once written: the id its type's operations take (e.g. order-cancel's `order`)" },
         steps: { type: 'array', items: { type: 'string' }, description: 'the steps done, in order' },
         compensations: { type: 'array', items: { type: 'string' }, description: 'the compensations run, in order' },
         errors: { type: 'array', items: { type: 'object', properties: { at: { type: 'string' }, type: { type: 'string' }, message: { type: 'string' } }, required: ['at', 'message'] } },

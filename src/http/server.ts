@@ -278,6 +278,8 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
         ...(state.reason ? { reason: state.reason } : {}),
         intentKey: state.intentKey,
         ...(state.fencingToken ? { fencingToken: state.fencingToken } : {}),
+        // The id the type's operations take (order-cancel's `order`): the owner's way to its entity.
+        ...(state.entityId ? { entityId: state.entityId } : {}),
         steps: state.stepsDone,
         compensations: state.compensationsRun,
         errors: state.errors,

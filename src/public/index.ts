@@ -36,11 +36,13 @@ export { SagaClient, SagaEndedError, type SagaClientConnectOptions, type Started
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
 export {
   SagaOutcome,
+  SagaAbort,
   SagaPhase,
   ErrorType,
   sagaWorkflowId,
   type ReservationAnswer,
   type SagaState,
+  type SagaEnd,
   type SagaError,
   type SagaStepPlan,
   type CompensationPolicy,

@@ -204,6 +204,18 @@ const timingsSchema = timingFields.refine((t) => t.heartbeatIntervalMs < t.heart
     message: 'must keep heartbeatIntervalMs < heartbeatTimeoutMs < leaseMs (the lease outlives a missed beat)',
   });
 
+/**
+ * Checks timings a client starts sagas with against what a worker accepts (see planSaga), so that a
+ * saga the worker would refuse is refused before the gate takes a lease for it.
+ * @throws TypeError naming the timing at fault.
+ */
+export function checkSagaTimings(timings: SagaTimings): SagaTimings {
+  const parsed = timingsSchema.safeParse(timings);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  throw new TypeError(`saga timings${issue.path.length ? ` ${issue.path.join('.')}` : ''}: ${issue.message} (a worker refuses such a saga)`);
+}
+
 const reservationSchema = z
   .object({
     sessionId: z.string(),

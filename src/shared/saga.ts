@@ -26,6 +26,21 @@ export const SagaOutcome = {
 export type SagaOutcome = (typeof SagaOutcome)[keyof typeof SagaOutcome];
 
 /**
+ * How a saga's workflow ended when the saga recorded no outcome of its own: it failed (the worker
+ * could not run its input), an operator terminated it, or its run timed out.
+ */
+export const SagaAbort = {
+  FAILED: 'FAILED',
+  TERMINATED: 'TERMINATED',
+  TIMED_OUT: 'TIMED_OUT',
+  CANCELED: 'CANCELED',
+} as const;
+export type SagaAbort = (typeof SagaAbort)[keyof typeof SagaAbort];
+
+/** How a saga ended: its outcome, or how its workflow was stopped without one. */
+export type SagaEnd = SagaOutcome | SagaAbort;
+
+/**
  * `type` of the ApplicationFailures that activities raise for business outcomes (non-retryable) and
  * that the client raises for refused requests. Workflows branch on these, never on error classes.
  */
@@ -48,6 +63,11 @@ export const ErrorType = {
   UNKNOWN_SAGA_TYPE: 'UNKNOWN_SAGA_TYPE',
   /** The same idempotency key was used with another payload. */
   IDEMPOTENCY_KEY_REUSED: 'IDEMPOTENCY_KEY_REUSED',
+  /**
+   * The failure a REJECTED saga ends its workflow with (its details: the saga's final state). A
+   * failed run does not hold its workflow id, so a later request with the same key is a new attempt.
+   */
+  SAGA_REJECTED: 'SAGA_REJECTED',
 } as const;
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 
@@ -174,7 +194,11 @@ export interface SagaState {
   requestHash: string;
   intentKey: string;
   phase: SagaPhase;
-  outcome?: SagaOutcome;
+  /**
+   * How it ended: the saga's outcome, or (in what `SagaClient.status` reads of a workflow stopped
+   * without one) FAILED, TERMINATED or TIMED_OUT.
+   */
+  outcome?: SagaEnd;
   /** Why the saga was rejected or compensated, when it was. */
   reason?: string;
   reservation?: ReservationAnswer;

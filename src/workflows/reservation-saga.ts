@@ -67,6 +67,14 @@ export const STEP_HEARTBEAT_PATCH = 'steps-heartbeat';
  */
 export const PLAN_BEFORE_CANCEL_PATCH = 'plan-before-cancellation';
 
+/**
+ * A REJECTED saga (it wrote nothing) ends as a failed workflow, with its final state as the
+ * failure's details, instead of completing: a failed run does not hold its workflow id, so a later
+ * request with the same key is a new attempt (SagaClient starts with ALLOW_DUPLICATE_FAILED_ONLY),
+ * where a completed REJECTED run answered its key CONFLICT or DUPLICATE forever.
+ */
+export const REJECTED_FAILS_PATCH = 'rejected-saga-fails';
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -142,20 +150,27 @@ function hashOf(request: unknown): unknown {
 
 /** Setting the phase and the search attributes together, and ending the saga with its outcome. */
 function lifecycle(state: SagaState) {
+  const finish = (outcome: SagaOutcome, reason?: string): SagaState => {
+    state.outcome = outcome;
+    if (reason !== undefined) state.reason = reason;
+    state.phase = outcome;
+    upsertSearchAttributes([
+      { key: SAGA_PHASE, value: outcome },
+      { key: SAGA_OUTCOME, value: outcome },
+    ]);
+    return state;
+  };
   return {
     enter: (phase: SagaPhase) => {
       state.phase = phase;
       upsertSearchAttributes([{ key: SAGA_PHASE, value: phase }]);
     },
-    finish: (outcome: SagaOutcome, reason?: string): SagaState => {
-      state.outcome = outcome;
-      if (reason !== undefined) state.reason = reason;
-      state.phase = outcome;
-      upsertSearchAttributes([
-        { key: SAGA_PHASE, value: outcome },
-        { key: SAGA_OUTCOME, value: outcome },
-      ]);
-      return state;
+    finish,
+    /** Ends the saga REJECTED: a failed workflow carrying its state ({@link REJECTED_FAILS_PATCH}), or a completed one before it. */
+    reject: (reason: string): SagaState => {
+      finish(SagaOutcome.REJECTED, reason);
+      if (!patched(REJECTED_FAILS_PATCH)) return state;
+      throw ApplicationFailure.create({ message: `saga rejected: ${reason}`, type: ErrorType.SAGA_REJECTED, nonRetryable: true, details: [state] });
     },
   };
 }
@@ -183,7 +198,7 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   // Set once the worker has derived the plan; the update handlers wait for it.
   const known: { plan?: SagaPlan } = {};
   let reservationFailed: string | undefined;
-  const { finish } = lifecycle(state);
+  const { reject } = lifecycle(state);
 
   setHandler(stateQuery, () => state);
   setHandler(
@@ -249,7 +264,7 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
     reservationFailed = failureMessage(err);
     state.errors.push({ at: 'reserveIntent', type: failureType(err), message: reservationFailed });
     await handlersSettled();
-    return finish(SagaOutcome.REJECTED, 'RESERVATION_FAILED');
+    return reject('RESERVATION_FAILED');
   }
   const gate = planned.reservation;
   if (gate && answer.status === 'SUCCESS' && answer.fencingToken === gate.fencingToken) {
@@ -263,7 +278,7 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   // A retry with the same key is answered from the memo by one describe call, without a worker.
   const memo: SagaMemo = workflowInfo().memo ?? {};
   if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer)) upsertMemo({ requestHash: planned.requestHash, reservation: answer } satisfies SagaMemo);
-  if (state.reservation.status !== 'SUCCESS') return finish(SagaOutcome.REJECTED, state.reservation.status);
+  if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
   if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state);
   return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false });
@@ -416,7 +431,7 @@ async function runReserved(
 ): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = activities(input);
-  const { enter, finish } = lifecycle(state);
+  const { enter, finish, reject } = lifecycle(state);
   state.fencingToken = fencingToken;
 
   const owner = { type: input.type, intentKey: input.intentKey, sessionId, fencingToken };
@@ -435,7 +450,7 @@ async function runReserved(
     const written = await act.write.writeEntity({ ...owner, payload: input.payload, timings: input.timings });
     if (written.status === 'DUPLICATE') {
       // PostgreSQL knew an entity that Redis had forgotten; the activity repaired the RMS.
-      return finish(SagaOutcome.REJECTED, 'DUPLICATE');
+      return reject('DUPLICATE');
     }
     state.entityId = written.entityId;
 

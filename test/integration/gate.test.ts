@@ -12,7 +12,7 @@ import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { SagaClient } from '../../src/client';
+import { SagaClient, type StartedSaga } from '../../src/client';
 import { EncryptionCodec, createCodecServer } from '../../src/codec';
 import { requireCodecKeys, type Config } from '../../src/config';
 import { type FencedTable } from '../../src/db';
@@ -322,8 +322,11 @@ describe('a retry with the same idempotency key', () => {
     await withWorker(() => h.client.result(first.workflowId));
 
     const again = await h.client.start('order', cart, { idempotencyKey: key });
+    const status = await h.client.status(first.workflowId);
 
     expect(again).toEqual({ ...first, outcome: 'COMPLETED', replayed: true });
+    // The id its type's operations take (order-cancel's order), read from history.
+    expect(status).toMatchObject({ status: 'COMPLETED', state: { outcome: 'COMPLETED', phase: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) } });
   });
 
   it('after its saga was compensated and freed the intent starts no second saga, and leaves no lease behind', async () => {
@@ -397,6 +400,119 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
     expect(takerFinal.outcome, JSON.stringify(takerFinal.errors)).toBe('COMPLETED');
     const { rows } = await h.pool.query('SELECT last_fencing_token::text AS token FROM orders WHERE intent_key = $1', [late.intentKey]);
     expect(rows).toEqual([{ token: takerFinal.fencingToken }]);
+  });
+});
+
+describe('a retry of a key whose saga ended without its entity', () => {
+  const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+
+  it('after it ended REJECTED gets a fresh answer: once the intent is free, a new saga runs for the key', async () => {
+    // Its lease ran out while every worker was down, and another holder took the intent meanwhile.
+    const cart = order();
+    const key = `rejected-${randomUUID()}`;
+    const late = await h.newClient(SHORT).start('order', cart, { idempotencyKey: key });
+    await eventually(() => h.rms.inspect(late.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
+    const other = await h.rms.reserve({ intent: late.intentKey, sessionId: 'another-holder', leaseMs: 60_000 });
+    if (other.status !== 'SUCCESS') throw new Error(`could not take the intent: ${other.status}`);
+    const rejected = await withWorker(() => h.client.result(late.workflowId));
+    expect(rejected).toMatchObject({ outcome: 'REJECTED', reason: 'CONFLICT', stepsDone: [] });
+    expect(await h.client.status(late.workflowId)).toMatchObject({ status: 'FAILED', state: { outcome: 'REJECTED', reason: 'CONFLICT' } });
+    // The other holder gives the intent up without creating anything.
+    await h.rms.release({ intent: late.intentKey, sessionId: 'another-holder', fencingToken: other.fencingToken });
+
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId: late.workflowId, reservation: { status: 'SUCCESS' }, started: true });
+    expect(retry.replayed).toBeUndefined();
+    expect(retry.runId).not.toBe(late.runId);
+    const final = await withWorker(() => h.client.result(late.workflowId));
+    expect(final).toMatchObject({ outcome: 'COMPLETED', fencingToken: tokenOf(retry.reservation) });
+    expect(await h.client.start('order', cart, { idempotencyKey: key })).toMatchObject({ runId: retry.runId, outcome: 'COMPLETED', replayed: true });
+  });
+
+  it('after it was terminated before any worker ran it starts it afresh, with the lease its session still holds', async () => {
+    const cart = order();
+    const key = `terminated-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    await h.client.temporal.workflow.getHandle(first.workflowId).terminate('an operator stops it');
+
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ reservation: first.reservation, started: true });
+    expect(retry.replayed).toBeUndefined();
+    expect(retry.runId).not.toBe(first.runId);
+    expect(await withWorker(() => h.client.result(first.workflowId))).toMatchObject({ outcome: 'COMPLETED', fencingToken: tokenOf(first.reservation) });
+  });
+
+  it('after its workflow failed on input the worker refused starts a saga with the valid data', async () => {
+    const key = `failed-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await h.client.temporal.workflow.start('reservationSaga', { workflowId, taskQueue: h.config.temporal.taskQueue, args: [{ type: 'order', idempotencyKey: key, data: { items: [] } }] });
+    await expect(withWorker(() => h.client.result(workflowId))).rejects.toThrow(WorkflowFailedError);
+
+    const retry = await h.client.start('order', order(), { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId, reservation: { status: 'SUCCESS' }, started: true });
+    expect(retry.replayed).toBeUndefined();
+    expect(await withWorker(() => h.client.result(workflowId))).toMatchObject({ outcome: 'COMPLETED' });
+  });
+});
+
+describe('a retry of a key whose saga was terminated after it registered its entity', () => {
+  it('answers TERMINATED, and status reads it with no worker running', async () => {
+    const cart = order({ simulate: { stepDelayMs: 5000 } });
+    const key = `terminated-late-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    await withWorker(async () => {
+      await eventually(() => h.client.status(first.workflowId), (s) => s.state.phase === 'RUNNING_STEPS', 'the saga to run its steps');
+      await h.client.temporal.workflow.getHandle(first.workflowId).terminate('an operator stops it');
+    });
+
+    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+    const status = await h.client.status(first.workflowId);
+
+    expect(retry).toEqual({ ...first, outcome: 'TERMINATED', replayed: true });
+    expect(status).toMatchObject({ status: 'TERMINATED', state: { outcome: 'TERMINATED', phase: 'RUNNING_STEPS', intentKey: first.intentKey } });
+  });
+});
+
+describe('a fault run: every worker down longer than the lease, then retries of every key', () => {
+  it('leaves no key answering CONFLICT for a saga that has ended, and each retry answers what is true', async () => {
+    const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+    const short = h.newClient(SHORT);
+    // Per intent: a first request whose lease runs out, then a second key that takes the intent. The
+    // second one's saga is compensated (the stock is short), which frees the intent again.
+    const carts = Array.from({ length: 3 }, () => order({ items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] }));
+    const lone = Array.from({ length: 2 }, () => order());
+    const firsts = await Promise.all([...carts, ...lone].map((cart) => short.start('order', cart, { idempotencyKey: `fault-${randomUUID()}` })));
+    await Promise.all(firsts.map((f) => eventually(() => h.rms.inspect(f.intentKey), (i) => i.holder === undefined, 'the gate leases to expire')));
+    const seconds = await Promise.all(carts.map((cart) => h.client.start('order', cart, { idempotencyKey: `fault-${randomUUID()}` })));
+    expect(seconds.map((s) => s.reservation.status)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS']);
+    const sagas = [...firsts, ...seconds];
+
+    const finals = await withWorker(() => Promise.all(sagas.map((s) => h.client.result(s.workflowId))));
+    const cartOf = (i: number) => (i < firsts.length ? [...carts, ...lone][i]! : carts[i - firsts.length]!);
+    // One at a time, the keys whose sagas hold their answer first: a retry that starts a new saga holds
+    // the intent while that saga runs, and any other key of the intent is answered CONFLICT meanwhile.
+    const retries: StartedSaga[] = [];
+    for (const i of [...sagas.keys()].sort((a, b) => Number(finals[a]!.outcome === 'REJECTED') - Number(finals[b]!.outcome === 'REJECTED'))) {
+      retries[i] = await h.client.start('order', cartOf(i), { idempotencyKey: sagas[i]!.idempotencyKey });
+    }
+
+    // The first requests of the contested intents lost them; the lone ones reserved again and completed.
+    expect(finals.map((f) => f.outcome)).toEqual(['REJECTED', 'REJECTED', 'REJECTED', 'COMPLETED', 'COMPLETED', 'COMPENSATED', 'COMPENSATED', 'COMPENSATED']);
+    expect(retries.map((r) => r.reservation.status)).not.toContain('CONFLICT');
+    retries.forEach((retry, i) => {
+      if (finals[i]!.outcome === 'REJECTED') {
+        // A new attempt: the intent is free again, so a new saga runs for the key.
+        expect(retry, sagas[i]!.workflowId).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+        expect(retry.replayed).toBeUndefined();
+      } else {
+        expect(retry, sagas[i]!.workflowId).toMatchObject({ runId: sagas[i]!.runId, outcome: finals[i]!.outcome, replayed: true });
+      }
+    });
+    const again = await withWorker(() => Promise.all(firsts.slice(0, carts.length).map((s) => h.client.result(s.workflowId))));
+    expect(again.map((f) => f.outcome)).toEqual(['COMPENSATED', 'COMPENSATED', 'COMPENSATED']);
   });
 });
 
@@ -542,6 +658,15 @@ describe('a saga started by a plain Temporal client', () => {
     const failure = await withWorker(() => failureOf(workflowId));
 
     expect(failure).toMatch(/must run as workflow id "order-mismatch-/);
+  });
+});
+
+describe('SagaClient timings', () => {
+  it.each([
+    ['a lease shorter than any worker accepts', { leaseMs: 300, heartbeatIntervalMs: 50, heartbeatTimeoutMs: 200 }, /leaseMs/],
+    ['more compensation attempts than a worker accepts', { compensationAttempts: 50 }, /compensationAttempts/],
+  ])('refuses %s before any gate, so no lease is taken for a saga the worker would fail', (_, timings, message) => {
+    expect(() => h.newClient(timings)).toThrow(message);
   });
 });
 

@@ -303,6 +303,28 @@ describe('reading and cancelling sagas', () => {
     await expectProblem(missing, 404, '/problems/saga-not-found');
   });
 
+  it('names a finished saga\'s entity, so its caller can run the entity\'s operations: an order read back and cancelled', async () => {
+    const started = await start('order', order(), { key: uniqueKey('entity') });
+    const { workflowId } = (await started.json()) as { workflowId: string };
+    const final = await eventually(
+      () => get(`/v1/sagas/${workflowId}`).then((r) => r.json() as Promise<{ status: string; entityId?: string }>),
+      (s) => s.status === 'COMPLETED',
+      'the saga to complete',
+    );
+
+    const cancel = await start('order-cancel', { order: final.entityId }, { key: uniqueKey('cancel-own') });
+
+    expect(final.entityId).toMatch(/^\d+$/);
+    expect(cancel.status).toBe(201);
+    const cancelled = (await cancel.json()) as { workflowId: string };
+    const done = await eventually(
+      () => get(`/v1/sagas/${cancelled.workflowId}`).then((r) => r.json() as Promise<{ outcome?: string; entityId?: string }>),
+      (s) => s.outcome !== undefined,
+      'the cancellation to end',
+    );
+    expect(done).toMatchObject({ outcome: 'COMPLETED', entityId: final.entityId });
+  });
+
   it('lists the caller\'s own sagas only, with filters', async () => {
     const aliceKey = uniqueKey('list');
     const bobKey = uniqueKey('list');

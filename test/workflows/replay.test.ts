@@ -44,6 +44,9 @@ describe('recorded saga histories', () => {
         'gate-cancelled-after-steps',
         // Cancelled before any worker ran it: it plans and confirms its reservation first (plan-before-cancellation).
         'gate-cancelled-before-worker',
+        // Its lease ended before any worker ran it and another request took the intent: REJECTED, a
+        // failed workflow carrying its state (rejected-saga-fails).
+        'gate-rejected',
         // Started by a plain Temporal client with {type, idempotencyKey, data}.
         'by-type-completed',
         'by-type-conflict',
