@@ -67,6 +67,22 @@ export interface SagaClientOptions {
   metrics?: SagaMetrics;
 }
 
+/** Longest wait {@link SagaClient.start} takes: an hour, far past any request's deadline. */
+export const MAX_WAIT_MS = 3_600_000;
+
+/** Options of {@link SagaClient.start}. */
+export interface StartOptions {
+  /** The caller's idempotency key: a retry with it is answered from its saga. @default a new UUID */
+  idempotencyKey?: string;
+  /**
+   * How long to wait for the saga to end, in milliseconds: when it ends in time the answer carries
+   * its `outcome` and `final` state, the same ones every caller of the key gets (the first, and a
+   * retry while it runs); when it does not, the answer is the one without a wait. A DUPLICATE or
+   * CONFLICT is answered at once: there is no saga to wait for. @default 0, answer at once
+   */
+  waitMs?: number;
+}
+
 /** The answer of {@link SagaClient.start}. */
 export interface StartedSaga {
   /** The workflow id this idempotency key names (`<type>-<key>`), whether or not a saga exists. */
@@ -80,11 +96,14 @@ export interface StartedSaga {
   /** Whether a saga exists for this key. False for DUPLICATE and CONFLICT answered at the gate. */
   started: boolean;
   /**
-   * When this key's saga has already ended (a retry after the end): how it ended, its outcome or, for
-   * a saga stopped without one after it registered its entity, TERMINATED or TIMED_OUT. A saga that
-   * ended REJECTED, or FAILED before it had a plan, does not hold its key: a retry is a new attempt.
+   * When this key's saga has already ended (a retry after the end), or ended while the call waited
+   * (`waitMs`): how it ended, its outcome or, for a saga stopped without one, TERMINATED, TIMED_OUT
+   * or FAILED. A saga that ended REJECTED, or FAILED before it had a plan, does not hold its key: a
+   * later retry is a new attempt.
    */
   outcome?: SagaEnd;
+  /** The saga's final state, when it ended while the call waited (`waitMs`): its entity id, steps and errors. */
+  final?: SagaState;
   /** Present when this key's saga existed before this call (a retry): the answer is that saga's, not a new one. */
   replayed?: true;
   /** The saga in the Temporal UI; absent when no saga was started. */
@@ -277,7 +296,7 @@ export class SagaClient {
    * Redis, PostgreSQL or Temporal out of reach throws their error; nothing is started, and a lease
    * taken for a saga that may not exist ends with its lease.
    */
-  async start(type: string, data: unknown, options: { idempotencyKey?: string } = {}): Promise<StartedSaga> {
+  async start(type: string, data: unknown, options: StartOptions = {}): Promise<StartedSaga> {
     // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its children.
     return inSpan('saga.start', { 'saga.type': type }, async (span) => {
       const started = await this.#start(type, data, options);
@@ -286,8 +305,12 @@ export class SagaClient {
     });
   }
 
-  async #start(type: string, data: unknown, options: { idempotencyKey?: string }): Promise<StartedSaga> {
+  async #start(type: string, data: unknown, options: StartOptions): Promise<StartedSaga> {
     const began = performance.now();
+    const { waitMs } = options;
+    if (waitMs !== undefined && !(Number.isSafeInteger(waitMs) && waitMs >= 0 && waitMs <= MAX_WAIT_MS)) {
+      throw new TypeError(`SagaClient.start: waitMs must be a whole number of milliseconds from 0 to ${MAX_WAIT_MS} (got ${waitMs})`);
+    }
     const input = this.prepare(type, data, options.idempotencyKey);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
     // Concurrent identical requests from this client share one answer.
@@ -300,7 +323,29 @@ export class SagaClient {
     const answer = await flight;
     this.#counts[answer.reservation.status]++;
     this.#options.metrics?.gateAnswered(type, answer.reservation.status, (performance.now() - began) / 1000);
-    return { ...answer, workflowId, intentKey: input.intentKey, idempotencyKey: input.idempotencyKey };
+    const started = { ...answer, workflowId, intentKey: input.intentKey, idempotencyKey: input.idempotencyKey };
+    // A saga that ended already is read too: every waiter of a key gets the same final state.
+    return waitMs && started.started ? this.#awaitEnd(started, waitMs) : started;
+  }
+
+  /**
+   * The started saga with its outcome and final state when it ends within `waitMs`; as it was when it
+   * does not (the long poll is cancelled then, so nothing outlives the call).
+   */
+  async #awaitEnd(started: StartedSaga, waitMs: number): Promise<StartedSaga> {
+    const client = await this.#temporalClient();
+    const signal = AbortSignal.timeout(waitMs);
+    let final: SagaState;
+    try {
+      final = await client.withAbortSignal(signal, () => this.result(started.workflowId));
+    } catch (err) {
+      if (signal.aborted) return started;
+      const { WorkflowFailedError } = await temporalClientLibrary();
+      if (!(err instanceof WorkflowFailedError)) throw err;
+      // Stopped without a state (terminated, timed out, refused input): what its execution records.
+      final = (await this.status(started.workflowId)).state;
+    }
+    return { ...started, ...(final.outcome ? { outcome: final.outcome } : {}), final };
   }
 
   readonly #inFlight = new Map<string, Promise<GateReply>>();

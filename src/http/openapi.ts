@@ -78,8 +78,10 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         outcome: {
           type: 'string',
           enum: SAGA_ENDS,
-          description: 'once the saga has ended (a replay after its end): its outcome, or TERMINATED or TIMED_OUT for one stopped after it registered its entity',
+          description: 'once the saga has ended (a replay after its end, or an end within `Prefer: wait`): its outcome, or TERMINATED or TIMED_OUT for one stopped after it registered its entity',
         },
+        reason: { type: 'string', description: 'why it ended so, when it ended within `Prefer: wait`' },
+        entityId: { type: 'string', description: "the id of the saga's entity, when the saga ended within `Prefer: wait` having written one" },
         links: ref('Links'),
       },
       required: ['workflowId', 'runId', 'intentKey', 'reservation', 'links'],
@@ -134,6 +136,14 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
             required: true,
             description: `the request's key in the caller's own namespace; a Structured Field string ("…") or bare`,
             schema: { type: 'string', pattern: `^"?[A-Za-z0-9._:-]{1,${MAX_HEADER_KEY_LENGTH}}"?$` },
+          },
+          {
+            name: 'Prefer',
+            in: 'header',
+            required: false,
+            description:
+              "`wait=N` (RFC 7240): wait up to N seconds (within the server's request deadline) for the saga to end, and answer with its outcome, the same one every request of this key gets; a first request and a retry while the saga runs alike",
+            schema: { type: 'string' },
           },
         ],
         requestBody: { required: true, content: { 'application/json': { schema: ref(name) } } },

@@ -10,6 +10,7 @@ import type { SagaTypes } from '../sagas';
 import { BearerTokens, type ApiClient } from './auth';
 import { classifyError } from './errors';
 import { namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
+import { preferredWaitSeconds } from './prefer';
 import { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
 import { problem, ProblemType, rawProblemResponse, sendProblem } from './problems';
 
@@ -79,6 +80,8 @@ declare module 'fastify' {
 const PROBE_TIMEOUT_MS = 2_000;
 
 const TIMED_OUT = Symbol('timed out');
+/** What a `Prefer: wait` leaves of the request's deadline to answer in. */
+const WAIT_MARGIN_MS = 500;
 
 /**
  * The HTTP API over `options.client`, ready to `listen` (not listening yet); `close()` stops
@@ -236,8 +239,11 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       if (request.body === undefined) return sendProblem(reply, problem(400, ProblemType.GENERIC, 'a JSON body (the saga data) is required'));
       const { key } = readHeaderKey(request.headers['idempotency-key']) as { key: string };
       const { type } = request.params;
+      // `Prefer: wait=N` waits for the saga's end, within this request's own deadline.
+      const waitSeconds = preferredWaitSeconds(request.headers.prefer);
+      const waitMs = waitSeconds === undefined ? 0 : Math.min(waitSeconds * 1000, Math.max(0, requestTimeoutMs - WAIT_MARGIN_MS));
       return withinDeadline(reply, async () => {
-        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key) });
+        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key), waitMs });
         const answer = started.reservation.status;
         request.log.info(
           { sagaEvent: 'gate', workflowId: started.workflowId, sagaType: type, intentKey: started.intentKey, answer, ...(started.replayed ? { replayed: true } : {}) },
@@ -338,6 +344,9 @@ function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: s
         intentKey: started.intentKey,
         reservation: r,
         ...(started.outcome ? { outcome: started.outcome } : {}),
+        // A saga that ended while the request waited (`Prefer: wait`): why, and the id its operations take.
+        ...(started.final?.reason ? { reason: started.final.reason } : {}),
+        ...(started.final?.entityId ? { entityId: started.final.entityId } : {}),
         links,
       });
   }

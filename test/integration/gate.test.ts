@@ -372,6 +372,48 @@ describe('a retry with the same idempotency key', () => {
   });
 });
 
+describe('a request that asks to wait for the saga (waitMs)', () => {
+  it('while the saga runs gets the outcome and final state the first caller gets, once a worker ends it', async () => {
+    const cart = order();
+    const key = `waits-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    const waiting = h.client.start('order', cart, { idempotencyKey: key, waitMs: 60_000 });
+
+    const [final, waited] = await withWorker(() => Promise.all([h.client.result(first.workflowId), waiting]));
+
+    expect(final).toMatchObject({ outcome: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) });
+    expect(waited).toEqual({ ...first, replayed: true, outcome: 'COMPLETED', final });
+  });
+
+  it('gets the running answer, no outcome, when the saga does not end within the wait, and leaves nothing waiting', async () => {
+    const cart = order();
+    const key = `waits-in-vain-${randomUUID()}`;
+    const first = await h.client.start('order', cart, { idempotencyKey: key, waitMs: 300 });
+    const again = await h.client.start('order', cart, { idempotencyKey: key, waitMs: 300 });
+
+    expect(first).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+    expect(first.outcome).toBeUndefined();
+    expect(again).toEqual({ ...first, replayed: true });
+    await withWorker(() => h.client.result(first.workflowId));
+  });
+
+  it('gets CONFLICT at once for another key of an intent held: there is no saga of its own to wait for', async () => {
+    const cart = order();
+    const first = await h.client.start('order', cart, { idempotencyKey: `held-${randomUUID()}` });
+    const other = await h.client.start('order', cart, { idempotencyKey: `other-${randomUUID()}`, waitMs: 60_000 });
+
+    expect(other).toMatchObject({ reservation: { status: 'CONFLICT' }, started: false });
+    expect(other.final).toBeUndefined();
+    await withWorker(() => h.client.result(first.workflowId));
+  });
+
+  it.each([-1, 1.5, Number.NaN, 3_600_001])('refuses waitMs %s with a TypeError, before any gate', async (waitMs) => {
+    const cart = order();
+    await expect(h.client.start('order', cart, { waitMs })).rejects.toThrow(TypeError);
+    expect((await h.rms.inspect(intentOf(cart))).holder).toBeUndefined();
+  });
+});
+
 describe('a saga whose gate lease ended before any worker ran it', () => {
   const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
 

@@ -51,8 +51,9 @@ async function listen(app: FastifyInstance): Promise<string> {
   return app.listen({ host: '127.0.0.1', port: 0 });
 }
 
-function start(type: string, body: unknown, opts: { key?: string; token?: string | null; url?: string } = {}): Promise<Response> {
+function start(type: string, body: unknown, opts: { key?: string; token?: string | null; url?: string; prefer?: string } = {}): Promise<Response> {
   const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  if (opts.prefer !== undefined) headers.Prefer = opts.prefer;
   if (opts.token !== null) headers.Authorization = `Bearer ${opts.token ?? ALICE.token}`;
   if (opts.key !== undefined) headers['Idempotency-Key'] = opts.key;
   return fetch(`${opts.url ?? base}/v1/sagas/${type}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
@@ -281,6 +282,43 @@ describe('POST /v1/sagas/{type}', () => {
     const response = await start('order', order(), { key: uniqueKey('head'), token: 'x'.repeat(10_000) });
 
     await expectProblem(response, 431);
+  });
+});
+
+describe('POST with Prefer: wait', () => {
+  it('answers with the saga\'s end, its outcome and entity id, and a retry of the key gets the same', async () => {
+    const key = uniqueKey('prefer-wait');
+    const cart = order();
+
+    const first = await start('order', cart, { key, prefer: 'wait=9' });
+    const retry = await start('order', cart, { key, prefer: 'respond-async, wait=9' });
+
+    expect(first.status).toBe(201);
+    const body = (await first.json()) as { workflowId: string; outcome?: string; entityId?: string };
+    expect(body).toMatchObject({ reservation: { status: 'SUCCESS' }, outcome: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) });
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retry.json()).toEqual(body);
+  });
+
+  it('answers a compensated saga\'s end with its reason', async () => {
+    const cart = order({ items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] });
+
+    const response = await start('order', cart, { key: uniqueKey('prefer-compensated'), prefer: 'wait=9' });
+
+    expect(response.status).toBe(201);
+    expect(await response.json()).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
+  });
+
+  it('answers at once, as without it, for a duplicate: nothing to wait for', async () => {
+    const cart = order();
+    const firstKey = uniqueKey('prefer-original');
+    const created = (await (await start('order', cart, { key: firstKey, prefer: 'wait=9' })).json()) as { outcome?: string };
+    expect(created.outcome).toBe('COMPLETED');
+
+    const duplicate = await start('order', cart, { key: uniqueKey('prefer-duplicate'), prefer: 'wait=9' });
+
+    await expectProblem(duplicate, 409, '/problems/duplicate');
   });
 });
 
