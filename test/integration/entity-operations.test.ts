@@ -187,6 +187,31 @@ describe('order-amend', () => {
     expect(await lockHolder(started)).toBeUndefined();
   });
 
+  it('refuses an amendment that leaves nothing to charge, before any charge, keeping the order', async () => {
+    const skus = await ownSkus();
+    const created = await h.client.start(
+      'order',
+      order({
+        items: [
+          { sku: skus[0], quantity: 2, priceCents: 1250 },
+          { sku: skus[1], quantity: 1, priceCents: 0 },
+        ],
+      }),
+    );
+    const { entityId } = await h.client.result(created.workflowId);
+    const before = await rowOf(entityId!);
+
+    const started = await h.client.start('order-amend', { order: entityId, items: [{ sku: skus[0], quantity: 0 }], payment: { card: CARD } });
+    const final = await h.client.result(started.workflowId);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', stepsDone: [] });
+    expect(final.errors[0]?.message).toContain('ZERO_TOTAL');
+    expect(await rowOf(entityId!)).toMatchObject({ items: before.items, amount_cents: '2500', payment_key: before.payment_key });
+    expect(await stockOf(skus)).toEqual([998, 999]);
+    expect(await liveCharges([created.workflowId, started.workflowId])).toMatchObject([{ reference: created.workflowId, amount_cents: 2500 }]);
+    expect(await lockHolder(started)).toBeUndefined();
+  });
+
   it('refunds its own charge when the stock runs short, and keeps the order', async () => {
     const skus = await ownSkus(3);
     const created = await completedOrder(skus, [2, 1]);

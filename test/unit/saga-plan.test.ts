@@ -48,6 +48,7 @@ describe('planSaga: what the worker derives from a start by type', () => {
     ['an unknown type', { type: 'nope', idempotencyKey: 'k1', data: cart }, /unknown saga type "nope"/],
     ['a bad key', { type: 'order', idempotencyKey: 'has space', data: cart }, /idempotency key must be/],
     ['data the type refuses', { type: 'order', idempotencyKey: 'k1', data: { ...cart, items: [] } }, /invalid order input at items/],
+    ['an order that costs nothing', { type: 'order', idempotencyKey: 'k1', data: { ...cart, items: [{ sku: 'widget', quantity: 2, priceCents: 0 }] } }, /invalid order input at items: an order must cost something/],
     ['a zero lease', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { leaseMs: 0 } }, /timings.leaseMs/],
     ['a lease within a heartbeat', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { leaseMs: 1000 } }, /heartbeatTimeoutMs < leaseMs/],
     ['a thousand compensation attempts', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { compensationAttempts: 1000 } }, /compensationAttempts/],

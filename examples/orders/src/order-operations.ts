@@ -183,7 +183,10 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
     const wanted = new Map(ctx.input.items.map((i) => [i.sku, i.quantity]));
     const items = terms.items.map((i) => ({ ...i, quantity: wanted.get(i.sku) ?? i.quantity })).filter((i) => i.quantity > 0);
     if (items.length === 0) throw new StepRejectedError('an amendment cannot remove every line; cancel the order instead', 'EMPTY_ORDER');
-    return { previous: terms, items, amountCents: amountOf(items) };
+    const amountCents = amountOf(items);
+    // Refused before the charge: a provider charges no zero amount, and the order would owe nothing.
+    if (amountCents === 0) throw new StepRejectedError('the amended order would cost nothing (its priced lines removed); cancel the order instead', 'ZERO_TOTAL');
+    return { previous: terms, items, amountCents };
   };
 
   const chargeAmendedOrder = externalStep<OrderAmendInput>(async ({ idempotencyKey, sagaKey, input, signal, operation }) => {

@@ -41,7 +41,9 @@ const orderSchema = z
       )
       .min(1)
       .max(100)
-      .refine((items) => new Set(items.map((i) => i.sku)).size === items.length, 'each sku may appear once'),
+      .refine((items) => new Set(items.map((i) => i.sku)).size === items.length, 'each sku may appear once')
+      // The charge step charges the total, and a provider charges no nothing: refused here, before any lease or stock.
+      .refine((items) => items.some((i) => i.priceCents > 0), 'an order must cost something (every item is priced 0)'),
     payment: paymentSchema,
   })
   .strict();
