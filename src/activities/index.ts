@@ -7,7 +7,7 @@ import type { Pool } from 'pg';
 import type { SagaMetrics } from '../metrics';
 import type { Rms } from '../rms';
 import type { SagaTypes } from '../sagas';
-import type { SagaTimings, SmokeResult } from '../shared';
+import { SMOKE_COUNTER_TTL_MS, type SagaTimings, type SmokeResult } from '../shared';
 import { purgeIdempotencyBatch } from '../db';
 import { createSagaActivities } from './saga';
 
@@ -45,9 +45,14 @@ export function createActivities(deps: ActivityDeps) {
       const olderThanMs = Number.isSafeInteger(input.olderThanMs) ? Math.max(input.olderThanMs, deps.retentionFloorMs) : input.olderThanMs;
       return purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs });
     },
-    /** Increments a Redis counter and reads the migration count from PostgreSQL. */
+    /** Increments a Redis counter (which expires an hour after its last run) and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {
-      const redisCounter = await deps.redis.incr(`${deps.keyPrefix}smoke:{${name}}`);
+      const key = `${deps.keyPrefix}smoke:{${name}}`;
+      // One transaction: a counter is never left without its expiry.
+      const replies = (await deps.redis.multi().incr(key).pexpire(key, SMOKE_COUNTER_TTL_MS).exec()) ?? [];
+      const failed = replies.find(([error]) => error);
+      if (replies.length !== 2 || failed) throw failed?.[0] ?? new Error('the smoke counter\'s transaction was discarded');
+      const redisCounter = Number(replies[0]![1]);
       const { rows } = await deps.pool.query<{ n: string }>('SELECT count(*) AS n FROM reservation_saga_migrations');
       return { redisCounter, migrationsApplied: Number(rows[0]!.n) };
     },

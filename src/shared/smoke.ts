@@ -7,3 +7,6 @@ export interface SmokeResult {
   /** Migrations recorded in PostgreSQL. */
   migrationsApplied: number;
 }
+
+/** How long the smoke counter lives after its last run: the check's keys never pile up in Redis. */
+export const SMOKE_COUNTER_TTL_MS = 3_600_000;

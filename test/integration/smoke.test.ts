@@ -3,6 +3,8 @@ import { NativeConnection } from '@temporalio/worker';
 import { inject, describe, expect, it } from 'vitest';
 import { sagaTypes } from '../fixtures/orders';
 import { smokeWorkflow } from '../../src/workflows';
+import { createRedis } from '../../src/rms/connection';
+import { SMOKE_COUNTER_TTL_MS } from '../../src/shared';
 import { dataConverterOf } from '../../src/temporal';
 import { createWorker } from '../../src/worker';
 import { testConfig } from '../helpers/context';
@@ -18,6 +20,7 @@ describe('the whole chain', () => {
       workflowBundle: { codePath: inject('workflowBundlePath') },
     });
     const connection = await Connection.connect({ address: config.temporal.address });
+    const probe = createRedis(config.redis);
     const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
     try {
       const result = await worker.runUntil(async () => {
@@ -38,12 +41,18 @@ describe('the whole chain', () => {
       expect(result[0]!.redisCounter).toBe(1);
       expect(result[1]!.redisCounter).toBe(2);
       expect(result[0]!.migrationsApplied).toBeGreaterThanOrEqual(1);
+      // The counter expires: any starter may name one, and none stays in Redis for good.
+      const ttl = await probe.pttl(`${config.redis.keyPrefix}smoke:{chain}`);
+      expect(ttl).toBeGreaterThan(SMOKE_COUNTER_TTL_MS - 60_000);
+      expect(ttl).toBeLessThanOrEqual(SMOKE_COUNTER_TTL_MS);
       // Shutdown closed the clients the worker owned.
       await expect(redis.ping()).rejects.toThrow();
       expect(pool.ended).toBe(true);
     } finally {
       await connection.close();
       await nativeConnection.close();
+      await probe.del(`${config.redis.keyPrefix}smoke:{chain}`);
+      probe.disconnect();
     }
   });
 });
