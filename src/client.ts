@@ -418,16 +418,20 @@ export class SagaClient {
    * memo holds the request hash and its current answer, and its search attributes its outcome, so
    * one describe call answers for a running or an ended saga, with no worker. (A saga that a plain
    * Temporal client started and that has not reserved yet answers through its update.) A lease the
-   * gate took just now for this key is given back unless the running saga may still adopt it: it
-   * confirms by reserving with the same session.
+   * gate took just now for this key is given back unless the running saga may still adopt it (it
+   * has not reserved yet, and confirms by reserving with the same session).
    */
   async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer): Promise<GateReply> {
-    const [client, { INTENT_KEY, SAGA_OUTCOME, reservationUpdate, stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, reservationUpdate, stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
     const description = await handle.describe();
     const running = description.status.name === 'RUNNING';
     const attributes = description.typedSearchAttributes;
-    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !(running && attributes.get(INTENT_KEY) === input.intentKey)) {
+    // Only a saga that has not reserved yet takes a lease of its session's: one past its reservation
+    // (compensating after it freed the intent, say) never would, and the lease would block the intent.
+    const phase = attributes.get(SAGA_PHASE) ?? SagaPhase.RESERVING;
+    const mayAdopt = running && attributes.get(INTENT_KEY) === input.intentKey && phase === SagaPhase.RESERVING;
+    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !mayAdopt) {
       await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
     }
     const memo = (description.memo ?? {}) as SagaMemo;

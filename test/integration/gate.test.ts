@@ -21,7 +21,7 @@ import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { sagaSessionId } from '../../src/sagas';
-import { sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
+import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
@@ -411,6 +411,41 @@ describe('a request that asks to wait for the saga (waitMs)', () => {
     const cart = order();
     await expect(h.client.start('order', cart, { waitMs })).rejects.toThrow(TypeError);
     expect((await h.rms.inspect(intentOf(cart))).holder).toBeUndefined();
+  });
+});
+
+describe('a retry of a key whose saga freed its intent and has not ended yet', () => {
+  it('gives back the lease its gate took: the saga will not take it, and another request gets the intent at once', async () => {
+    const cart = order();
+    const key = `compensating-${randomUUID()}`;
+    const input = h.client.prepare('order', cart, key);
+    const workflowId = sagaWorkflowId('order', key);
+    const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
+    // The saga as the gate finds it between its last compensation (undoEntity freed the intent) and
+    // its end, a window as long as its worker takes to run one more workflow task: a plain start of
+    // its id, memo and search attributes, no worker to move it on.
+    await h.client.temporal.workflow.start('reservationSaga', {
+      workflowId,
+      taskQueue: `${h.config.temporal.taskQueue}-nobody`,
+      args: [],
+      memo: { requestHash: input.requestHash, reservation: recorded },
+      typedSearchAttributes: [
+        { key: SAGA_TYPE, value: 'order' },
+        { key: SAGA_PHASE, value: 'COMPENSATING' },
+        { key: INTENT_KEY, value: input.intentKey },
+      ],
+    });
+    try {
+      const again = await h.client.start('order', cart, { idempotencyKey: key });
+
+      expect(again).toMatchObject({ reservation: recorded, started: true, replayed: true });
+      expect((await h.rms.inspect(input.intentKey)).holder).toBeUndefined();
+      const next = await h.client.start('order', cart, { idempotencyKey: `next-${randomUUID()}` });
+      expect(next).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+      await h.client.temporal.workflow.getHandle(next.workflowId).terminate('test over');
+    } finally {
+      await h.client.temporal.workflow.getHandle(workflowId).terminate('test over');
+    }
   });
 });
 
