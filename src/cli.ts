@@ -301,8 +301,11 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       const { requireCodecKeys } = await import('./config.js');
       const keys = requireCodecKeys(cfg);
       // Loaded only here: the other commands need no HTTP server.
-      const { EncryptionCodec, createCodecServer } = await import('./codec/index.js');
+      const { EncryptionCodec, createCodecServer, isLoopbackHost: isLoopbackAddress } = await import('./codec/index.js');
       const { host, port, token, corsOrigins } = cfg.codecServer;
+      const { ConfigError } = await import('./config.js');
+      // Off loopback anyone who reaches the port could decrypt: a token is the least it takes.
+      if (!token && !isLoopbackAddress(host)) throw new ConfigError('CODEC_SERVER_TOKEN', `required when the codec server listens on ${host}, not a loopback address`);
       const app = createCodecServer({ codec: new EncryptionCodec(keys), corsOrigins, token, namespaces: [cfg.temporal.namespace] });
       await app.listen({ host, port });
       process.stderr.write(

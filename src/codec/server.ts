@@ -35,7 +35,8 @@ export interface CodecServerOptions {
   token?: string;
   /**
    * When set, `/encode` and `/decode` answer 403 unless the `X-Namespace` header names one of these
-   * namespaces. Must not be empty.
+   * namespaces; an empty header (what the Temporal CLI sends for its default namespace) names the
+   * one namespace of a server that serves one. Must not be empty.
    * @default undefined: every namespace is served
    */
   namespaces?: string[];
@@ -105,12 +106,19 @@ export function createCodecServer(options: CodecServerOptions): FastifyInstance 
   app.setNotFoundHandler(async (request, reply) => sendProblem(reply, 404, `no route ${request.method} ${request.url}`));
 
   const guard = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (resolved.tokenDigest === undefined && !isLoopbackHost(request.headers.host)) {
+      // Without a token only a loopback name will do: a web page whose own name was rebound to this
+      // address (DNS rebinding) sends that name, and must not read decrypted payloads.
+      return sendProblem(reply, 403, 'without a token this server answers only requests to a loopback name (localhost, 127.0.0.1, [::1])');
+    }
     if (resolved.tokenDigest !== undefined && !hasToken(request, resolved.tokenDigest)) {
       reply.header('WWW-Authenticate', 'Bearer realm="codec"');
       return sendProblem(reply, 401, 'a valid "Authorization: Bearer <token>" header is required');
     }
     if (resolved.namespaces !== undefined) {
-      const namespace = request.headers['x-namespace'];
+      const header = request.headers['x-namespace'];
+      const [only] = resolved.namespaces.size === 1 ? resolved.namespaces : [];
+      const namespace = header === '' ? only : header;
       if (typeof namespace !== 'string' || !resolved.namespaces.has(namespace)) {
         return sendProblem(reply, 403, 'the X-Namespace header must name a namespace this server serves');
       }
@@ -173,6 +181,17 @@ function resolveOptions(options: CodecServerOptions): ResolvedOptions {
     bodyLimitBytes,
     logger: options.logger ?? false,
   };
+}
+
+/**
+ * Whether a `Host` header (or a listen address) names this machine by a loopback name or address:
+ * `localhost`, `127.x.x.x`, `[::1]` or `::1`, with any port.
+ */
+export function isLoopbackHost(host: string | undefined): boolean {
+  const text = host?.trim().toLowerCase() ?? '';
+  // `[v6]:port`, a bare v6 address (more than one colon), or `name:port`.
+  const name = text.startsWith('[') ? text.slice(0, text.indexOf(']') + 1) : text.split(':').length > 2 ? text : (text.split(':')[0] ?? '');
+  return name === 'localhost' || name === '[::1]' || name === '::1' || /^127(\.\d{1,3}){3}$/.test(name);
 }
 
 function hasToken(request: FastifyRequest, tokenDigest: Buffer): boolean {

@@ -210,6 +210,13 @@ describe('saga CLI', () => {
     });
   });
 
+  it('refuses to serve the codec off loopback without a token: exit 78 naming CODEC_SERVER_TOKEN, nothing listening', async () => {
+    const r = await saga(['codec-server'], { CODEC_SERVER_ADDRESS: '0.0.0.0:0', CODEC_SERVER_TOKEN: '' });
+
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.stderr.trim()).toBe('configuration error: CODEC_SERVER_TOKEN: required when the codec server listens on 0.0.0.0, not a loopback address');
+  });
+
   it('exits 78 with one line on a configuration error', async () => {
     const r = await saga(['list'], { REDIS_URL: 'nonsense' });
 

@@ -2,6 +2,7 @@
  * The codec server over HTTP, as the Temporal Web UI and CLI call it: real sockets, real fetch, the
  * real encryption codec. Each test starts its own server on a free port and closes it at the end.
  */
+import { request as httpRequest } from 'node:http';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { EncryptionCodec, createCodecServer, generateCodecKey, parseCodecKeys, type CodecServerOptions } from '../../src/codec';
@@ -36,6 +37,21 @@ function post(url: string, body: unknown, headers: Record<string, string> = {}):
     method: 'POST',
     headers: { 'Content-Type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+/** POSTs `body` to `url`'s /decode with a `Host` header of its own (fetch sets Host itself). */
+function postWithHost(url: URL, host: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      { hostname: url.hostname, port: url.port, path: '/decode', method: 'POST', headers: { Host: host, 'Content-Type': 'application/json', ...headers } },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve({ status: response.statusCode ?? 0 }));
+      },
+    );
+    request.on('error', reject);
+    request.end(JSON.stringify(body));
   });
 }
 
@@ -160,6 +176,39 @@ describe('codec server', () => {
     await expectProblem(other, 403);
     await expectProblem(missing, 403);
     expect(allowed.status).toBe(200);
+  });
+
+  it('takes an empty namespace header, the Temporal CLI\'s for its default namespace, as the one namespace it serves', async () => {
+    const one = await startServer({ namespaces: ['default'] });
+    const two = await startServer({ namespaces: ['default', 'other'] });
+
+    const served = await post(`${one}/decode`, { payloads: [] }, { 'X-Namespace': '' });
+    const ambiguous = await post(`${two}/decode`, { payloads: [] }, { 'X-Namespace': '' });
+
+    expect(served.status).toBe(200);
+    await expectProblem(ambiguous, 403);
+  });
+
+  it.each([
+    ['evil.example:8234', 403],
+    ['127.0.0.1.evil.example', 403],
+    ['localhost:8234', 200],
+    ['127.0.0.1', 200],
+    ['[::1]:8234', 200],
+  ])('without a token answers a request to the host %s with %s (DNS rebinding)', async (host, status) => {
+    const url = new URL(await startServer());
+
+    const response = await postWithHost(url, host, { payloads: [] });
+
+    expect(response.status).toBe(status);
+  });
+
+  it('with a token serves a request to any host name that carries it', async () => {
+    const url = new URL(await startServer({ token: TOKEN }));
+
+    const response = await postWithHost(url, 'codec.internal.example', { payloads: [] }, { Authorization: `Bearer ${TOKEN}` });
+
+    expect(response.status).toBe(200);
   });
 
   it.each([
