@@ -23,7 +23,7 @@ import { Rms } from '../src/rms';
 import { createRedis } from '../src/rms/connection';
 import { formatTable, gateReport } from './demo/report';
 import { runScenario, type DemoRow } from './demo/scenario';
-import { ROOT, devUp, freePort, startWorker, temporalCli, type DevStack, type WorkerProcess } from './demo/stack';
+import { ROOT, devCodecEndpoint, devUp, freePort, startWorker, temporalCli, type DevStack, type WorkerProcess } from './demo/stack';
 import { orderSagas } from '../examples/orders/src/sagas';
 
 /** The demo's short timings, unless the environment sets them. */
@@ -182,6 +182,7 @@ async function main(): Promise<number> {
       rms: new Rms(redis, { keyPrefix: config.redis.keyPrefix }),
       taskQueue: config.temporal.taskQueue,
       temporal: await temporalCli(env, config.temporal),
+      codecEndpoint: devCodecEndpoint(env),
       runId,
       leaseMs: config.saga.leaseMs,
       say,

@@ -150,6 +150,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         existsTtlMs: config.entityExistsTtlMs,
         metrics: options.metrics,
         retentionFloorMs: config.idempotencyRetentionMs,
+        workflowService: connection.workflowService,
       }),
       shutdownGraceTime: '10 seconds',
       dataConverter,

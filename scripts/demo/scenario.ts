@@ -10,7 +10,8 @@ import type { SagaClient, StartedSaga } from '../../src/client';
 import type { Rms } from '../../src/rms';
 
 import { isTerminal, sagaWorkflowId, type ReservationAnswer, type SagaState } from '../../src/shared';
-import { temporalAnswerArgs, temporalStartArgs } from './temporal-cli';
+import type { TemporalCli } from './stack';
+import { readableHistory, temporalAnswerArgs, temporalResultArgs, temporalShowArgs, temporalStartArgs } from './temporal-cli';
 import { DECLINED_CARD, type SimulatedOrderInput } from '../../test/fixtures/orders';
 
 /** What the table shows for a request that the gate rejected: it has no saga. */
@@ -53,7 +54,9 @@ export interface ScenarioContext {
   /** The task queue the worker polls (the Temporal CLI's saga is started there). */
   taskQueue: string;
   /** Runs the Temporal CLI against the demo's server; resolves with its stdout. */
-  temporal: (args: readonly string[]) => Promise<string>;
+  temporal: TemporalCli;
+  /** The codec server the documented Temporal CLI commands name. */
+  codecEndpoint: string;
   /** Short id of this run; part of every customer and idempotency key. */
   runId: string;
   /** The lease the sagas are started with (the long write takes three times as long). */
@@ -309,13 +312,19 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
   const idempotencyKey = key(ctx, 'plain-client');
   const workflowId = sagaWorkflowId('order', idempotencyKey);
   ctx.say('6/7  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
-  ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data).slice(0, 8).join(' ')} --input '{"type":"order",…}'`);
-  await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data));
-  ctx.say(`     temporal ${temporalAnswerArgs(workflowId).join(' ')}`);
+  ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint).slice(0, 8).join(' ')} --input '{"type":"order",…}' --codec-endpoint ${ctx.codecEndpoint}`);
+  await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint));
+  ctx.say(`     temporal ${temporalAnswerArgs(workflowId, ctx.codecEndpoint).join(' ')}`);
   const reply = await answerOf(ctx, workflowId);
   ctx.say(`     ${describeAnswer(reply.result)}; saga ${workflowId}`);
   const final = await follow(ctx, workflowId);
   const token = reply.result.status === 'SUCCESS' ? reply.result.fencingToken : undefined;
+  // The documented result and history commands, then the history as Temporal stores it: no card in it.
+  const result = await ctx.temporal(temporalResultArgs(workflowId, ctx.codecEndpoint));
+  const shown = await ctx.temporal(temporalShowArgs(workflowId, ctx.codecEndpoint));
+  const stored = readableHistory(await ctx.temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false }));
+  const cardAtRest = stored.includes(data.payment.card);
+  ctx.say(`     temporal workflow result and show: ${result.includes('COMPLETED') && shown.includes('WorkflowExecutionCompleted') ? 'the result and the history, decoded' : 'NOT what was expected'}; the card ${cardAtRest ? 'IS' : 'is not'} in the stored history`);
   return {
     id: 'plain-client',
     request: 'plain Temporal client (CLI)',
@@ -329,8 +338,8 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
     reason: final.reason,
     compensationsRun: final.compensationsRun,
     url: ctx.client.url(workflowId),
-    expected: 'SUCCESS from the reservation update; COMPLETED',
-    ok: token !== undefined && final.fencingToken === token && final.outcome === 'COMPLETED',
+    expected: 'SUCCESS from the reservation update; COMPLETED; no card in the stored history',
+    ok: token !== undefined && final.fencingToken === token && final.outcome === 'COMPLETED' && result.includes('COMPLETED') && !cardAtRest,
   };
 }
 
@@ -397,7 +406,7 @@ async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
  */
 async function answerOf(ctx: ScenarioContext, workflowId: string): Promise<{ result: ReservationAnswer }> {
   try {
-    return JSON.parse(await ctx.temporal([...temporalAnswerArgs(workflowId), '--output', 'json'])) as { result: ReservationAnswer };
+    return JSON.parse(await ctx.temporal([...temporalAnswerArgs(workflowId, ctx.codecEndpoint), '--output', 'json'])) as { result: ReservationAnswer };
   } catch (err) {
     if (!/aborted by closing workflow|already completed/.test(String((err as Error).message))) throw err;
     const { reservation } = await ctx.client.result(workflowId);

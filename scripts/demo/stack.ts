@@ -70,13 +70,24 @@ export function capture(file: string, args: readonly string[], env: NodeJS.Proce
 export async function temporalCli(
   env: NodeJS.ProcessEnv,
   server: { address: string; namespace: string },
-): Promise<(args: readonly string[]) => Promise<string>> {
+): Promise<TemporalCli> {
   const binary = (await capture(path.join(ROOT, 'scripts', 'ensure-temporal'), [], env)).trim();
   if (!binary) throw new Error('scripts/ensure-temporal found no Temporal CLI');
-  // Through the dev stack's codec server, as any Temporal client of encrypted sagas must be: the
-  // input it sends is encrypted, and what it shows is decoded.
-  const codec = `http://127.0.0.1:${env.TEMPORAL_DEV_CODEC_PORT ?? 8234}`;
-  return (args) => capture(binary, [...args, '--address', server.address, '--namespace', server.namespace, '--codec-endpoint', codec], env);
+  const codec = devCodecEndpoint(env);
+  return (args, options = {}) => {
+    // Through the dev stack's codec server, as any Temporal client of encrypted sagas must be,
+    // unless the arguments name it (the documented commands do) or the caller wants what is stored.
+    const through = options.codec === false || args.includes('--codec-endpoint') ? [] : ['--codec-endpoint', codec];
+    return capture(binary, [...args, '--address', server.address, '--namespace', server.namespace, ...through], env);
+  };
+}
+
+/** Runs the Temporal CLI with `args`; `codec: false` shows payloads as Temporal stores them. */
+export type TemporalCli = (args: readonly string[], options?: { codec?: boolean }) => Promise<string>;
+
+/** The codec server of the dev stack (scripts/dev-up). */
+export function devCodecEndpoint(env: NodeJS.ProcessEnv): string {
+  return `http://127.0.0.1:${env.TEMPORAL_DEV_CODEC_PORT ?? 8234}`;
 }
 
 /** The dev stack as {@link devUp} found or left it. */

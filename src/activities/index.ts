@@ -9,7 +9,7 @@ import type { Rms } from '../rms';
 import type { SagaTypes } from '../sagas';
 import { SMOKE_COUNTER_TTL_MS, type SagaTimings, type SmokeResult } from '../shared';
 import { purgeIdempotencyBatch } from '../db';
-import { createSagaActivities } from './saga';
+import { createSagaActivities, type SagaActivityDeps } from './saga';
 
 /** What the activities need. */
 export interface ActivityDeps {
@@ -28,6 +28,8 @@ export interface ActivityDeps {
   existsTtlMs?: number;
   /** The worker's metrics (leases, read-repairs). @default none */
   metrics?: SagaMetrics;
+  /** The worker connection's workflow service: starts that reached Temporal unencrypted are deleted. */
+  workflowService?: SagaActivityDeps['workflowService'];
   /**
    * The worker's IDEMPOTENCY_RETENTION_MS: no purge it runs deletes a younger record, whatever its
    * request says. A tombstone younger than that is what stops a late step from committing after its

@@ -4,6 +4,8 @@
  * retryable.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { WorkflowService } from '@temporalio/client';
+import { isEncrypted } from '../codec/encryption-codec';
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { lockEntity, markEntityExists, reserveIntent } from '../gate';
@@ -40,6 +42,12 @@ export interface SagaActivityDeps {
   existsTtlMs?: number;
   /** Counts leases, read-repairs and the like (steps and sagas are counted by the worker's interceptors). @default none */
   metrics?: SagaMetrics;
+  /**
+   * The worker connection's workflow service: a saga started without the gate whose input reached
+   * Temporal unencrypted is read from its history and deleted (see {@link refuseClearInput}).
+   * @default none: such a start is not checked (tests of the activities alone)
+   */
+  workflowService?: Pick<WorkflowService, 'getWorkflowExecutionHistory' | 'deleteWorkflowExecution'>;
 }
 
 /** The holder of a reservation. */
@@ -83,8 +91,27 @@ function refuseInput(err: unknown): never {
   throw err;
 }
 
+/**
+ * A plain Temporal client that starts a saga without the codec stores its input, a card number
+ * say, in clear in the history. Such a start is refused before any step: its execution is deleted,
+ * history and all, and the saga fails with UNENCRYPTED_INPUT. Starts through SagaClient carry the
+ * gate's reservation and always go through the codec; only the others are read.
+ */
+async function refuseClearInput(workflowService: NonNullable<SagaActivityDeps['workflowService']>, namespace: string, workflowId: string): Promise<void> {
+  // This run only: a run started later with the id (through the codec) is not this one.
+  const execution = { workflowId, runId: Context.current().info.workflowExecution?.runId };
+  const { history } = await workflowService.getWorkflowExecutionHistory({ namespace, execution, maximumPageSize: 1 });
+  const payloads = history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads ?? [];
+  if (payloads.every((payload) => isEncrypted(payload))) return;
+  await workflowService.deleteWorkflowExecution({ namespace, workflowExecution: execution });
+  throw nonRetryable(
+    ErrorType.UNENCRYPTED_INPUT,
+    `saga ${workflowId}: its input reached Temporal unencrypted, so its execution was deleted before any step; start it through the codec (the Temporal CLI's --codec-endpoint, or SAGA_CODEC_KEYS' codec in an SDK's data converter)`,
+  );
+}
+
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, metrics }: SagaActivityDeps) {
+export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, metrics, workflowService }: SagaActivityDeps) {
   const gate = { rms, pool, existsTtlMs, metrics };
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
@@ -115,9 +142,13 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
      * crypto and no saga registry). Malformed or inconsistent input fails without retries.
      */
     async planSaga(req: { workflowId: string; namespace: string; start: unknown }): Promise<SagaPlan> {
+      const gated = typeof req.start === 'object' && req.start !== null && 'reservation' in req.start;
+      if (!gated && workflowService) await refuseClearInput(workflowService, req.namespace, req.workflowId);
       try {
         return planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types, intentSecret });
       } catch (err) {
+        // A forged reservation fails the plan: that start's input is checked too.
+        if (gated && workflowService) await refuseClearInput(workflowService, req.namespace, req.workflowId);
         refuseInput(err);
       }
     },

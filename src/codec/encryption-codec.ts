@@ -147,7 +147,8 @@ export function createDataConverter(keys: CodecKeys): DataConverter {
   return { payloadCodecs: [new EncryptionCodec(keys)], failureConverterPath: FAILURE_CONVERTER_PATH };
 }
 
-function isEncrypted(payload: Payload): boolean {
+/** Whether a payload is one this codec encrypted (its `encoding` metadata says so). */
+export function isEncrypted(payload: Payload): boolean {
   const encoding = payload.metadata?.encoding;
   return encoding !== undefined && encoding !== null && Buffer.from(encoding).toString('utf8') === ENCRYPTED_ENCODING;
 }

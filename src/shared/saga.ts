@@ -68,6 +68,8 @@ export const ErrorType = {
    * failed run does not hold its workflow id, so a later request with the same key is a new attempt.
    */
   SAGA_REJECTED: 'SAGA_REJECTED',
+  /** A saga's input reached Temporal unencrypted (a plain client without the codec): its execution was deleted. */
+  UNENCRYPTED_INPUT: 'UNENCRYPTED_INPUT',
 } as const;
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 

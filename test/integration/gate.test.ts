@@ -25,6 +25,7 @@ import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnsw
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { readableHistory, temporalAnswerArgs, temporalResultArgs, temporalShowArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { ordersTable, DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 let h: SagaHarness;
@@ -653,31 +654,17 @@ describe('a saga started by a plain Temporal client', () => {
       return ids;
     });
 
-    /** The export's text and the bytes of every payload in it (payload data is base64 in the JSON). */
-    const readable = (json: string): string => {
-      const parts = [json];
-      const visit = (value: unknown): void => {
-        if (Array.isArray(value)) value.forEach(visit);
-        else if (value && typeof value === 'object') {
-          const { data } = value as { data?: unknown };
-          if (typeof data === 'string') parts.push(Buffer.from(data, 'base64').toString('latin1'));
-          Object.values(value).forEach(visit);
-        }
-      };
-      visit(JSON.parse(json));
-      return parts.join('\n');
-    };
     for (const workflowId of sagas) {
       const { stdout: stored } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false });
       const { stdout: decoded } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json']);
 
       expect(stored).toContain('workflowExecutionStartedEventAttributes');
-      for (const secret of [email, '4242424242424242', DECLINED_CARD, 'the card was declined']) expect(readable(stored), workflowId).not.toContain(secret);
-      expect(readable(decoded), workflowId).toContain(email);
+      for (const secret of [email, '4242424242424242', DECLINED_CARD, 'the card was declined']) expect(readableHistory(stored), workflowId).not.toContain(secret);
+      expect(readableHistory(decoded), workflowId).toContain(email);
     }
     // The declined saga's failure message is in the history, readable through the codec only.
     const { stdout: failed } = await temporal(['workflow', 'show', '--workflow-id', sagas[1]!, '--output', 'json']);
-    expect(readable(failed)).toContain('the card was declined');
+    expect(readableHistory(failed)).toContain('the card was declined');
   });
 
   it('with {type, idempotencyKey, data} reserves by itself, answers through the reservation update, and a client retry finds it', async () => {
@@ -698,6 +685,27 @@ describe('a saga started by a plain Temporal client', () => {
     expect(retry).toMatchObject({ workflowId, started: true, outcome: 'COMPLETED', reservation: { status: 'SUCCESS', fencingToken: final.fencingToken } });
   });
 
+  it('runs the documented Temporal CLI commands through the codec server, and stores no card number', async () => {
+    const cart = order({ payment: { card: '4242424242424242' } });
+    const key = `documented-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    // As docs/temporal-clients.md writes them, with this test's codec server (the commands name make dev's).
+    const documented = (args: string[]) => temporal(args, { codec: false });
+    await documented(temporalStartArgs(h.config.temporal.taskQueue, 'order', key, cart, codecEndpoint));
+
+    const { answer, result, shown } = await withWorker(async () => ({
+      answer: (await documented(temporalAnswerArgs(workflowId, codecEndpoint))).stdout,
+      result: (await documented(temporalResultArgs(workflowId, codecEndpoint))).stdout,
+      shown: (await documented(temporalShowArgs(workflowId, codecEndpoint))).stdout,
+    }));
+    const { stdout: stored } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false });
+
+    expect(answer).toMatch(/status:SUCCESS/);
+    expect(result).toMatch(/"outcome":\s*"COMPLETED"/);
+    expect(shown).toContain('WorkflowExecutionCompleted');
+    expect(readableHistory(stored)).not.toContain('4242424242424242');
+  });
+
   it.each([
     ['the old field name payload', (key: string) => ({ type: 'order', idempotencyKey: key, payload: order() }), /invalid saga input: unknown field "payload"/],
     ['data the type refuses', (key: string) => ({ type: 'order', idempotencyKey: key, data: { ...order(), items: [] } }), /invalid order input at items/],
@@ -712,6 +720,19 @@ describe('a saga started by a plain Temporal client', () => {
     const failure = await withWorker(() => failureOf(workflowId));
 
     expect(failure).toMatch(message);
+  });
+
+  it('refuses a start that reached the worker unencrypted before any step, and deletes its execution: the card stays nowhere', async () => {
+    const cart = order();
+    const key = `clear-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify({ type: 'order', idempotencyKey: key, data: cart })], { codec: false });
+    expect(await exists(workflowId)).toBe(true);
+
+    await withWorker(() => eventually(() => exists(workflowId), (found) => !found, 'the unencrypted saga to be deleted'));
+
+    expect(await h.rms.inspect(intentOf(cart))).toEqual({ intent: intentOf(cart), exists: false });
+    expect(await ordersTable.find(h.pool, intentOf(cart))).toBeUndefined();
   });
 
   it('fails at once, reserving nothing, when it asks for a simulation of a worker without SAGA_SIMULATIONS', async () => {

@@ -20,7 +20,7 @@ import { buildProgram, EXIT } from '../../src/cli';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
 import { planSaga, prepareSaga } from '../../src/sagas';
 import { DEMO_COLUMNS } from '../../scripts/demo/report';
-import { temporalAnswerArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
+import { temporalAnswerArgs, temporalResultArgs, temporalShowArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { codeBlocks, headingAnchors, inlineCode, linkTargets, section, shellCommands, withoutSection, type ShellCommand } from '../helpers/markdown';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { ORDER_VARIABLES, sagaTypesFor } from '../fixtures/orders';
@@ -185,16 +185,15 @@ describe('the README and docs/', () => {
     }
   });
 
-  it('give temporal examples that the demo runs, with input the worker accepts', () => {
+  it('give temporal examples that the demo runs, through the codec server, with input the worker accepts', () => {
     // The demo's sixth scene runs these arguments with the Temporal CLI (`make demo ARGS=--once` in .ci/run).
     const scenario = read('scripts/demo/scenario.ts');
-    expect(scenario).toContain('temporalStartArgs(');
-    expect(scenario).toContain('temporalAnswerArgs(');
-    const starts = temporalCommands.filter(({ command }) => command.argv.slice(1, 3).join(' ') === 'workflow start');
-    const answers = temporalCommands.filter(({ command }) => command.argv.slice(1, 4).join(' ') === 'workflow update execute');
+    for (const helper of ['temporalStartArgs(', 'temporalAnswerArgs(', 'temporalResultArgs(', 'temporalShowArgs(']) expect(scenario).toContain(helper);
+    const verb = (argv: readonly string[]) => argv.slice(1, 3).join(' ');
+    const starts = temporalCommands.filter(({ command }) => verb(command.argv) === 'workflow start');
+    const others = temporalCommands.filter(({ command }) => verb(command.argv) !== 'workflow start');
     expect(starts.length).toBeGreaterThan(0);
-    expect(answers.length).toBeGreaterThan(0);
-    expect(starts.length + answers.length).toBe(temporalCommands.length);
+    expect(new Set(others.map(({ command }) => verb(command.argv)))).toEqual(new Set(['workflow update', 'workflow result', 'workflow show']));
     const config = loadConfig({});
     const started = new Set<string>();
     for (const { file, command } of starts) {
@@ -206,10 +205,11 @@ describe('the README and docs/', () => {
       expect(() => planSaga(input, { workflowId, namespace: config.temporal.namespace, timings, types, intentSecret: TEST_INTENT_SECRET }), `${file}: ${command.line}`).not.toThrow();
       started.add(workflowId);
     }
-    for (const { file, command } of answers) {
+    const helpers: Record<string, (workflowId: string) => string[]> = { 'workflow update': temporalAnswerArgs, 'workflow result': temporalResultArgs, 'workflow show': temporalShowArgs };
+    for (const { file, command } of others) {
       const workflowId = optionValue(command.argv, '--workflow-id')!;
-      expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(temporalAnswerArgs(workflowId));
-      expect(started, `${file}: ${command.line} answers a saga no example starts`).toContain(workflowId);
+      expect(command.argv.slice(1), `${file}: ${command.line}`).toEqual(helpers[verb(command.argv)]!(workflowId));
+      expect(started, `${file}: ${command.line} reads a saga no example starts`).toContain(workflowId);
     }
   });
 
