@@ -20,6 +20,7 @@ import {
   RESERVATION_SAGA_WORKFLOW,
   SagaAbort,
   SagaOutcome,
+  OWNER_PATTERN,
   SagaPhase,
   sagaWorkflowId,
   type ReservationAnswer,
@@ -65,7 +66,16 @@ export interface SagaClientOptions {
   existsTtlMs?: number;
   /** Counts the gate's answers, their latency, the leases it takes and its read-repairs. @default none */
   metrics?: SagaMetrics;
+  /**
+   * Who the sagas it starts run for, unless a start names another ({@link StartOptions.owner}): the
+   * entities they create are this owner's, and only this owner's operations find them.
+   * @default {@link DEFAULT_OWNER}
+   */
+  owner?: string;
 }
+
+/** The owner of sagas a SagaClient starts when neither it nor the start names one. */
+export const DEFAULT_OWNER = 'app';
 
 /** Longest wait {@link SagaClient.start} takes: an hour, far past any request's deadline. */
 export const MAX_WAIT_MS = 3_600_000;
@@ -81,6 +91,13 @@ export interface StartOptions {
    * CONFLICT is answered at once: there is no saga to wait for. @default 0, answer at once
    */
   waitMs?: number;
+  /**
+   * Who this saga runs for, when not the client's owner (`saga serve` starts each HTTP client's
+   * sagas as `http:<client id>`): 1-64 letters, digits and `. _ : -`. An operation on an entity
+   * created for another owner is answered as one on a missing entity (ENTITY_NOT_FOUND).
+   * @default the client's {@link SagaClientOptions.owner}
+   */
+  owner?: string;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -131,6 +148,8 @@ export interface ListFilter {
   limit?: number;
   /** Only sagas whose workflow id starts with one of these (e.g. one HTTP client's `order-<client>.`). */
   workflowIdPrefixes?: readonly string[];
+  /** Only sagas started for this owner, or recorded with none (started before owners were). */
+  owner?: string;
 }
 
 /** How many answers the gate gave, by status: rejected requests have no saga page to count them by. */
@@ -157,6 +176,8 @@ export interface SagaClientConnectOptions {
   temporal?: 'now' | 'on first use';
   /** The process's metrics (see {@link SagaClientOptions.metrics}). @default none */
   metrics?: SagaMetrics;
+  /** Who the sagas it starts run for (see {@link SagaClientOptions.owner}). @default {@link DEFAULT_OWNER} */
+  owner?: string;
 }
 
 /** The Temporal client library, loaded with the first connection (so free by the time one of its errors is checked). */
@@ -183,6 +204,7 @@ export class SagaClient {
   /** @throws TypeError for timings a worker would refuse (see TIMING_BOUNDS). */
   constructor(options: SagaClientOptions, close?: () => Promise<void>) {
     checkSagaTimings(options.timings);
+    checkOwner(options.owner ?? DEFAULT_OWNER, 'SagaClient owner');
     this.#options = options;
     this.#close = close;
     if (!('connectOnFirstUse' in options.client)) this.#temporal = options.client;
@@ -228,6 +250,7 @@ export class SagaClient {
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
         metrics: options.metrics,
+        ...(options.owner === undefined ? {} : { owner: options.owner }),
       },
       async () => {
         await Promise.allSettled([connection?.then((c) => c.close()), redis.quit().catch(() => redis.disconnect()), pool.end()]);
@@ -279,9 +302,15 @@ export class SagaClient {
     return `${this.#options.uiUrl}/workflows/${encodeURIComponent(workflowId)}`;
   }
 
-  /** Validates a request without starting anything (SagaInputError when it is bad). */
-  prepare(type: string, data: unknown, idempotencyKey?: string): SagaInput {
-    return prepareSaga(type, data, { idempotencyKey, timings: this.#options.timings, types: this.#options.types, intentSecret: this.#options.intentSecret });
+  /** Validates a request without starting anything (SagaInputError when it is bad), for the client's owner or `owner`. */
+  prepare(type: string, data: unknown, idempotencyKey?: string, owner?: string): SagaInput {
+    return prepareSaga(type, data, {
+      idempotencyKey,
+      timings: this.#options.timings,
+      types: this.#options.types,
+      intentSecret: this.#options.intentSecret,
+      owner: owner ?? this.#options.owner ?? DEFAULT_OWNER,
+    });
   }
 
   /**
@@ -311,7 +340,8 @@ export class SagaClient {
     if (waitMs !== undefined && !(Number.isSafeInteger(waitMs) && waitMs >= 0 && waitMs <= MAX_WAIT_MS)) {
       throw new TypeError(`SagaClient.start: waitMs must be a whole number of milliseconds from 0 to ${MAX_WAIT_MS} (got ${waitMs})`);
     }
-    const input = this.prepare(type, data, options.idempotencyKey);
+    if (options.owner !== undefined) checkOwner(options.owner, 'SagaClient.start: owner');
+    const input = this.prepare(type, data, options.idempotencyKey, options.owner);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
     // Concurrent identical requests from this client share one answer.
     const flightKey = `${workflowId}\u0000${input.requestHash}`;
@@ -358,8 +388,8 @@ export class SagaClient {
     const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
     let gate: GateAnswer;
     if (input.operation) {
-      // An operation on an existing entity takes the entity's lock instead.
-      const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId });
+      // An operation on an existing entity takes the entity's lock instead: its owner's only.
+      const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
       if (locked.status === 'NOT_FOUND') {
         throw new SagaInputError(`there is no ${scope} ${input.operation.entityId} to run ${input.type} on (or its creating saga was undone)`, ErrorType.ENTITY_NOT_FOUND);
       }
@@ -375,7 +405,7 @@ export class SagaClient {
     }
     const reservation = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
-    const start: SagaStart = { type: input.type, idempotencyKey: input.idempotencyKey, data: input.payload, timings: input.timings, reservation };
+    const start: SagaStart = { type: input.type, idempotencyKey: input.idempotencyKey, data: input.payload, timings: input.timings, reservation, owner: input.owner };
     try {
       const [client, { INTENT_KEY, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
       const handle = await client.workflow.start<typeof reservationSaga>(RESERVATION_SAGA_WORKFLOW, {
@@ -387,7 +417,7 @@ export class SagaClient {
         // terminated one whose entity the gate did not find (the gate answered SUCCESS) holds nothing.
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
-        memo: { requestHash: input.requestHash, reservation: answer } satisfies SagaMemo,
+        memo: { requestHash: input.requestHash, reservation: answer, owner: input.owner } satisfies SagaMemo,
         typedSearchAttributes: [
           { key: SAGA_TYPE, value: input.type },
           { key: SAGA_PHASE, value: SagaPhase.RESERVING },
@@ -435,6 +465,8 @@ export class SagaClient {
       await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
     }
     const memo = (description.memo ?? {}) as SagaMemo;
+    // Another owner's saga under this key (a library key shaped like an HTTP client's): not ours to answer from.
+    if (memo.owner !== undefined && memo.owner !== input.owner) throw keyReused(input.idempotencyKey);
     let recordedHash = memo.requestHash;
     let answer = memo.reservation;
     if (recordedHash === undefined || answer === undefined) {
@@ -483,14 +515,16 @@ export class SagaClient {
    * a worker), an ended one's from its history, with no worker. A saga stopped without a state
    * (terminated, timed out, or failed before its plan) is described by its memo and search
    * attributes: its outcome TERMINATED, TIMED_OUT or FAILED, its last phase, and an error saying so.
+   * `owner`: who it runs for, as its start recorded it (see {@link ownerOf}).
    */
-  async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
+  async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string; owner?: string }> {
     const [client, { stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
     const description = await handle.describe();
     const status = description.status.name;
+    const { owner } = (description.memo ?? {}) as SagaMemo;
     const state = status === 'RUNNING' ? await handle.query(stateQuery) : await this.#endedState(workflowId, description);
-    return { workflowId, status, state, url: this.url(workflowId) };
+    return { workflowId, status, state, url: this.url(workflowId), ...(owner === undefined ? {} : { owner }) };
   }
 
   /** An ended saga's final state, from its result, or from what its execution records when it has none. */
@@ -522,6 +556,16 @@ export class SagaClient {
     };
   }
 
+  /**
+   * Who the saga runs for, as its start recorded it (its memo): undefined for a saga started without
+   * SagaClient or before owners were recorded.
+   * @throws WorkflowNotFoundError when there is no such saga.
+   */
+  async ownerOf(workflowId: string): Promise<string | undefined> {
+    const description = await (await this.#temporalClient()).workflow.getHandle(workflowId).describe();
+    return ((description.memo ?? {}) as SagaMemo).owner;
+  }
+
   /** Lists sagas by search attributes, newest first. */
   async list(filter: ListFilter = {}): Promise<SagaSummary[]> {
     const clauses = [`WorkflowType = "${RESERVATION_SAGA_WORKFLOW}"`, `TaskQueue = "${this.#options.taskQueue}"`];
@@ -547,6 +591,8 @@ export class SagaClient {
     const out: SagaSummary[] = [];
     const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     for await (const wf of client.workflow.list({ query: clauses.join(' AND '), pageSize: Math.min(limit, 1000) })) {
+      const owner = ((wf.memo ?? {}) as SagaMemo).owner;
+      if (filter.owner !== undefined && owner !== undefined && owner !== filter.owner) continue;
       const attrs = wf.typedSearchAttributes;
       out.push({
         workflowId: wf.workflowId,
@@ -604,6 +650,11 @@ async function rejectedState(err: unknown): Promise<SagaState | undefined> {
   if (!(cause instanceof ApplicationFailure) || cause.type !== ErrorType.SAGA_REJECTED) return undefined;
   const [state] = cause.details ?? [];
   return typeof state === 'object' && state !== null ? (state as SagaState) : undefined;
+}
+
+/** @throws TypeError unless `owner` is 1-64 letters, digits and `. _ : -`, starting with a letter or digit. */
+function checkOwner(owner: unknown, what: string): void {
+  if (typeof owner !== 'string' || !OWNER_PATTERN.test(owner)) throw new TypeError(`${what}: must be 1-64 letters, digits and . _ : - starting with a letter or digit (got ${JSON.stringify(owner)})`);
 }
 
 /** Thrown when an operation needs a running saga and this one has ended, or when a saga ended without an answer. */

@@ -103,12 +103,19 @@ export interface LockRequest {
   intentKey: string;
   sessionId: string;
   leaseMs: number;
+  /**
+   * Who asks (the saga's owner): an entity created for another owner is NOT_FOUND, as a missing one
+   * is. Absent for a start without an owner (a plain Temporal client), which may operate on any.
+   */
+  owner?: string;
 }
 
 /**
  * Takes the lock of an entity for `sessionId`: a lease on the lock key, as `reserveIntent` takes one
  * (one Lua call; the same session gets its token back), and on SUCCESS one point lookup of the
- * entity's row, which must be COMPLETED: no row, or a row whose creating saga was undone → NOT_FOUND;
+ * entity's row, which must be COMPLETED and, for a request with an owner, created for that owner
+ * (or for none: a row from before owners): no row, another owner's, or one whose creating saga was
+ * undone → NOT_FOUND;
  * a row whose creating saga still runs → CONFLICT (retry after {@link CREATION_RUNNING_RETRY_MS});
  * either way the lock just taken is given back. A row already claimed with a token at or above the
  * new one (Redis forgot the lock, and the clock issuing the new token is behind) gets the new token
@@ -134,7 +141,9 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     await giveBack();
     throw err;
   }
-  if (!row || row.status === 'FAILED' || row.status === 'COMPENSATED') {
+  // Another owner's entity is answered as a missing one: the caller learns nothing of it.
+  const foreign = req.owner !== undefined && row !== undefined && row.createdBy !== '' && row.createdBy !== req.owner;
+  if (!row || foreign || row.status === 'FAILED' || row.status === 'COMPENSATED') {
     await giveBack();
     return { status: 'NOT_FOUND' };
   }

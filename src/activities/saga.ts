@@ -113,6 +113,8 @@ async function refuseClearInput(workflowService: NonNullable<SagaActivityDeps['w
 /** Builds the saga activities. */
 export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, metrics, workflowService }: SagaActivityDeps) {
   const gate = { rms, pool, existsTtlMs, metrics };
+  /** The tables that operations claim: they carry `created_by`. */
+  const claimedTables = new Set(Object.values(types).filter(isEntityOperation).map((def) => def.table.table));
   const definition = (type: string) => sagaDefinition(type, types);
   const resolve = (type: string, payload: unknown) => {
     try {
@@ -158,13 +160,13 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
      * back). On SUCCESS it also asks PostgreSQL, the truth, whether the entity already exists (Redis
      * may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
      */
-    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string }): Promise<ReservationAnswer> {
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string; owner?: string }): Promise<ReservationAnswer> {
       let answer;
       try {
         const request = { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs };
         if (req.entityId !== undefined) {
           // An entity operation: the entity's lock (see lockEntity).
-          const locked = await lockEntity(gate, { ...request, entityId: req.entityId });
+          const locked = await lockEntity(gate, { ...request, entityId: req.entityId, ...(req.owner === undefined ? {} : { owner: req.owner }) });
           if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no entity ${req.entityId} for ${req.type} (or its creating saga was undone)`);
           answer = locked;
         } else {
@@ -187,7 +189,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
      * Writes the fenced row in one transaction that may run long. Every heartbeat extends the lease;
      * a lost lease (or a cancellation) aborts the work and rolls the transaction back.
      */
-    async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings }): Promise<WriteOutcome> {
+    async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings; createdBy?: string }): Promise<WriteOutcome> {
       const def = creation(req.type);
       const { input } = resolve(req.type, req.payload);
       const sagaKey = Context.current().info.workflowExecution?.workflowId;
@@ -205,6 +207,8 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
             sessionId: req.sessionId,
             fencingToken: req.fencingToken,
             data: def.row(input, { sagaKey }),
+            // Who the entity is for, in a table that operations claim (the only ones with the column).
+            ...(req.createdBy !== undefined && claimedTables.has(def.table.table) ? { createdBy: req.createdBy } : {}),
           });
           if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
           if (written.status === 'DUPLICATE') {

@@ -4,17 +4,21 @@
  * with the table and column named, not a saga half-way.
  */
 import { DbError } from './errors';
-import { FENCING_COLUMNS, type FencedTable } from './fenced-table';
+import { FENCING_COLUMNS, OWNER_COLUMN, type FencedTable } from './fenced-table';
 import { quoteQualifiedName } from './identifiers';
 import { runQuery, type Queryable } from './queryable';
 
 /** The column an entity operation's claims fence by (`FencedTable.claim`). */
 export const OPERATION_COLUMN = 'last_operation_token';
 
+/** The columns a table that entity operations claim needs: the claims' token and the entity's owner. */
+export const OPERATION_COLUMNS = [OPERATION_COLUMN, OWNER_COLUMN] as const;
+
 /**
  * `CREATE TABLE IF NOT EXISTS` for a fenced table: the fencing columns every fenced table needs,
  * then the app's own data columns, given as SQL (`'room text NOT NULL, night date NOT NULL'`).
- * With `operations`, also `last_operation_token`, which entity operations on its rows need.
+ * With `operations`, also `last_operation_token` and `created_by` (who each entity was created for:
+ * only operations of the same owner find it), which entity operations on its rows need.
  *
  * - `id bigint` identity primary key: the entity's id, handed to operations.
  * - `intent_key text UNIQUE`: the last failsafe against a duplicate, whatever Redis knows.
@@ -32,7 +36,7 @@ export function fencedTableSql(table: string, dataColumnsSql: string, options: {
     "  status             text        NOT NULL CHECK (status IN ('PROCESSING', 'REGISTERED', 'COMPLETED', 'FAILED', 'COMPENSATED')),",
     '  last_fencing_token bigint      NOT NULL CHECK (last_fencing_token > 0),',
     '  session_id         text        NOT NULL,',
-    ...(options.operations ? [`  ${OPERATION_COLUMN} bigint CHECK (${OPERATION_COLUMN} > 0),`] : []),
+    ...(options.operations ? [`  ${OPERATION_COLUMN} bigint CHECK (${OPERATION_COLUMN} > 0),`, `  ${OWNER_COLUMN} text NOT NULL DEFAULT '',`] : []),
     ...(data ? [`  ${data},`] : []),
     '  created_at         timestamptz NOT NULL DEFAULT now(),',
     '  updated_at         timestamptz NOT NULL DEFAULT now()',
@@ -68,7 +72,7 @@ export async function checkFencedTable(q: Queryable, table: FencedTable, options
     [quoteQualifiedName(table.table, 'table')],
   );
   const who = options.sagaType ? `saga type ${JSON.stringify(options.sagaType)}: ` : '';
-  const needed = [...FENCING_COLUMNS, ...(options.operations ? [OPERATION_COLUMN] : []), ...table.dataColumns];
+  const needed = [...FENCING_COLUMNS, ...(options.operations ? OPERATION_COLUMNS : []), ...table.dataColumns];
   if (!rows[0]?.exists) {
     throw new FencedTableSchemaError(`${who}table "${table.table}" does not exist (create it with fencedTableSql, see docs)`, table.table, needed);
   }

@@ -91,6 +91,12 @@ export interface WriteFencedInput {
    * decimal string or a bigint. Strings may not contain NUL (PostgreSQL text cannot).
    */
   data: Record<string, unknown>;
+  /**
+   * Who the entity is created for (`created_by`, a column of tables that operations claim): only
+   * operations of the same owner find the row. Written on insert and on a takeover.
+   * @default none: the column is not written
+   */
+  createdBy?: string;
 }
 
 /**
@@ -106,6 +112,8 @@ export type ClaimResult = { status: 'CLAIMED' } | { status: 'FENCED_OUT' } | { s
 export interface ClaimableRow extends FencedRow {
   /** Null until an operation first claims the row. */
   lastOperationToken: string | null;
+  /** Who the entity was created for; `''` for a row written before its table had the column's value. */
+  createdBy: string;
 }
 
 /** Input of the fenced transitions. */
@@ -130,11 +138,16 @@ export const TRANSITIONS = {
 const TAKEOVER_FROM: readonly FencedStatus[] = ['PROCESSING', 'FAILED', 'COMPENSATED'];
 
 export const FENCING_COLUMNS = ['id', 'intent_key', 'status', 'last_fencing_token', 'session_id', 'created_at', 'updated_at'];
+
+/** The owner column of a table that operations claim: who each entity was created for. */
+export const OWNER_COLUMN = 'created_by';
 const MAX_BIGINT = 9223372036854775807n;
 
 /** The SQL of one fenced table, built once. Exported for tests and documentation. */
 export interface FencedStatements {
   writeFenced: string;
+  /** writeFenced that also writes `created_by`, its fifth parameter. */
+  writeFencedOwned: string;
   transition: string;
   find: string;
   findById: string;
@@ -194,22 +207,26 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
   });
 
   const takeover = `cur.last_fencing_token < EXCLUDED.last_fencing_token AND cur.status IN (${TAKEOVER_FROM.map((s) => `'${s}'`).join(', ')})`;
-  const replaced = ['last_fencing_token', 'session_id', ...data].map(
-    (column) => `${column} = CASE WHEN ${takeover} THEN EXCLUDED.${column} ELSE cur.${column} END`,
-  );
-  const writeFenced = [
-    `INSERT INTO ${table} AS cur (intent_key, status, last_fencing_token, session_id${data.map((c) => `, ${c}`).join('')})`,
-    `SELECT $1::text, 'PROCESSING', $2::bigint, $3::text${data.map((c) => `, d.${c}`).join('')}`,
-    `  FROM jsonb_populate_record(NULL::${table}, $4::jsonb) AS d`,
-    `ON CONFLICT (intent_key) DO UPDATE SET`,
-    `  status = CASE WHEN ${takeover} THEN 'PROCESSING' ELSE cur.status END,`,
-    ...replaced.map((line) => `  ${line},`),
-    `  updated_at = CASE WHEN ${takeover} THEN now() ELSE cur.updated_at END`,
-    `RETURNING cur.id::text AS id,`,
-    `  CASE WHEN cur.last_fencing_token = $2::bigint THEN 'WRITTEN'`,
-    `       WHEN cur.last_fencing_token > $2::bigint THEN 'FENCED_OUT'`,
-    `       ELSE 'DUPLICATE' END AS outcome`,
-  ].join('\n');
+  // The same upsert, with or without the owner column (its value the fifth parameter).
+  const upsert = (owned: boolean) => {
+    const columns = ['last_fencing_token', 'session_id', ...(owned ? [OWNER_COLUMN] : []), ...data];
+    const replaced = columns.map((column) => `${column} = CASE WHEN ${takeover} THEN EXCLUDED.${column} ELSE cur.${column} END`);
+    return [
+      `INSERT INTO ${table} AS cur (intent_key, status, last_fencing_token, session_id${owned ? `, ${OWNER_COLUMN}` : ''}${data.map((c) => `, ${c}`).join('')})`,
+      `SELECT $1::text, 'PROCESSING', $2::bigint, $3::text${owned ? ', $5::text' : ''}${data.map((c) => `, d.${c}`).join('')}`,
+      `  FROM jsonb_populate_record(NULL::${table}, $4::jsonb) AS d`,
+      `ON CONFLICT (intent_key) DO UPDATE SET`,
+      `  status = CASE WHEN ${takeover} THEN 'PROCESSING' ELSE cur.status END,`,
+      ...replaced.map((line) => `  ${line},`),
+      `  updated_at = CASE WHEN ${takeover} THEN now() ELSE cur.updated_at END`,
+      `RETURNING cur.id::text AS id,`,
+      `  CASE WHEN cur.last_fencing_token = $2::bigint THEN 'WRITTEN'`,
+      `       WHEN cur.last_fencing_token > $2::bigint THEN 'FENCED_OUT'`,
+      `       ELSE 'DUPLICATE' END AS outcome`,
+    ].join('\n');
+  };
+  const writeFenced = upsert(false);
+  const writeFencedOwned = upsert(true);
 
   const legal = `cur.last_fencing_token = $2::bigint AND cur.status = ANY ($3::text[])`;
   const transition = [
@@ -226,7 +243,7 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
   ].join('\n');
 
   const findById = [
-    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}, last_operation_token::text`,
+    `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}, last_operation_token::text, ${OWNER_COLUMN}`,
     `  FROM ${table} WHERE id = $1::bigint`,
   ].join('\n');
 
@@ -240,7 +257,7 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `RETURNING cur.status, cur.last_operation_token::text AS token`,
   ].join('\n');
 
-  return { writeFenced, transition, find, findById, claim };
+  return { writeFenced, writeFencedOwned, transition, find, findById, claim };
 }
 
 /**
@@ -290,11 +307,12 @@ export class FencedTable {
     const sessionId = checkText(input.sessionId, 'sessionId');
     const token = normaliseToken(input.fencingToken);
     const data = this.encodeData(input.data);
+    const owned = input.createdBy !== undefined;
     const { rows } = await runQuery<{ id: string; outcome: 'WRITTEN' | 'FENCED_OUT' | 'DUPLICATE' }>(
       q,
       'writeFenced',
-      this.sql.writeFenced,
-      [intentKey, token, sessionId, data],
+      owned ? this.sql.writeFencedOwned : this.sql.writeFenced,
+      owned ? [intentKey, token, sessionId, data, checkText(input.createdBy, 'createdBy')] : [intentKey, token, sessionId, data],
     );
     const row = rows[0];
     // ON CONFLICT DO UPDATE without WHERE returns the inserted or updated row, always.
@@ -332,14 +350,17 @@ export class FencedTable {
     return rows[0] && this.rowOf(rows[0]);
   }
 
-  /** The row of id `id` (a decimal string), or undefined: what an operation's gate looks at. */
+  /**
+   * The row of id `id` (a decimal string), or undefined: what an operation's gate looks at. The
+   * table must carry `last_operation_token` and `created_by` (a table that operations claim).
+   */
   async findById(q: Queryable, id: string): Promise<ClaimableRow | undefined> {
     const rowId = normaliseId(id);
     const { rows } = await runArrayQuery(q, 'findById', this.sql.findById, [rowId]);
     const row = rows[0];
     if (!row) return undefined;
-    // The columns of `find`, then last_operation_token.
-    return { ...this.rowOf(row.slice(0, -1)), lastOperationToken: (row[row.length - 1] as string | null) ?? null };
+    // The columns of `find`, then last_operation_token and created_by.
+    return { ...this.rowOf(row.slice(0, -2)), lastOperationToken: (row[row.length - 2] as string | null) ?? null, createdBy: row[row.length - 1] as string };
   }
 
   /** A row as `find` selects it: the fencing columns, then the data columns. */

@@ -27,6 +27,11 @@ export function readHeaderKey(value: string | string[] | undefined): { key: stri
   return HEADER_KEY_PATTERN.test(key) ? { key } : 'invalid';
 }
 
+/** Who an HTTP client's sagas run for (SagaClient's `owner`): its entities are its own. */
+export function httpOwner(clientId: string): string {
+  return `http:${clientId}`;
+}
+
 /** The idempotency key SagaClient gets for `clientId`'s header key. */
 export function namespacedKey(clientId: string, headerKey: string): string {
   const key = `${clientId}.${headerKey}`;

@@ -9,7 +9,7 @@ import type { SagaClient, StartedSaga } from '../client';
 import type { SagaTypes } from '../sagas';
 import { BearerTokens, type ApiClient } from './auth';
 import { classifyError } from './errors';
-import { namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
+import { httpOwner, namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
 import { preferredWaitSeconds } from './prefer';
 import { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
 import { problem, ProblemType, rawProblemResponse, sendProblem } from './problems';
@@ -20,6 +20,7 @@ export interface SagaBackend {
   list: SagaClient['list'];
   status: SagaClient['status'];
   cancel: SagaClient['cancel'];
+  ownerOf: SagaClient['ownerOf'];
   url: SagaClient['url'];
 }
 
@@ -206,13 +207,21 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     request.apiClient = clientId;
   };
 
-  /** The id of a route, when it names a saga of the caller's; a 404 otherwise (never saying whose it is). */
+  const notFound = (reply: FastifyReply, id: string) => sendProblem(reply, problem(404, ProblemType.SAGA_NOT_FOUND, `no saga ${JSON.stringify(id)} of this client`));
+
+  /**
+   * The id of a route, when its shape names a saga of the caller's; a 404 otherwise (never saying
+   * whose it is). The saga's recorded owner is checked too, once it is read ({@link ownedBy}).
+   */
   const ownId = (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply): string | undefined => {
     const { id } = request.params;
     if (ownsWorkflow(request.apiClient, id, typeNames)) return id;
-    void sendProblem(reply, problem(404, ProblemType.SAGA_NOT_FOUND, `no saga ${JSON.stringify(id)} of this client`));
+    void notFound(reply, id);
     return undefined;
   };
+
+  /** Whether a saga recorded as `owner`'s is the caller's: exactly its owner, or none recorded (a saga from before owners). */
+  const ownedBy = (request: FastifyRequest, owner: string | undefined) => owner === undefined || owner === httpOwner(request.apiClient);
 
   const links = (workflowId: string) => ({ self: `/v1/sagas/${encodeURIComponent(workflowId)}`, ui: options.client.url(workflowId) });
 
@@ -243,7 +252,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       const waitSeconds = preferredWaitSeconds(request.headers.prefer);
       const waitMs = waitSeconds === undefined ? 0 : Math.min(waitSeconds * 1000, Math.max(0, requestTimeoutMs - WAIT_MARGIN_MS));
       return withinDeadline(reply, async () => {
-        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key), waitMs });
+        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key), waitMs, owner: httpOwner(request.apiClient) });
         const answer = started.reservation.status;
         request.log.info(
           { sagaEvent: 'gate', workflowId: started.workflowId, sagaType: type, intentKey: started.intentKey, answer, ...(started.replayed ? { replayed: true } : {}) },
@@ -264,7 +273,14 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       if (type !== undefined && !Object.hasOwn(options.types, type)) return { sagas: [] };
       return withinDeadline(reply, async () => {
         // The caller's own sagas only: their ids start with `<type>-<client id>.`.
-        const sagas = await options.client.list({ type, outcome, phase, limit, workflowIdPrefixes: (type === undefined ? typeNames : [type]).map((t) => `${t}-${request.apiClient}.`) });
+        const sagas = await options.client.list({
+          type,
+          outcome,
+          phase,
+          limit,
+          workflowIdPrefixes: (type === undefined ? typeNames : [type]).map((t) => `${t}-${request.apiClient}.`),
+          owner: httpOwner(request.apiClient),
+        });
         return { sagas };
       });
     },
@@ -274,7 +290,8 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     const id = ownId(request, reply);
     if (id === undefined) return reply;
     return withinDeadline(reply, async () => {
-      const { status, state } = await options.client.status(id);
+      const { status, state, owner } = await options.client.status(id);
+      if (!ownedBy(request, owner)) return notFound(reply, id);
       return {
         workflowId: id,
         type: state.type,
@@ -298,6 +315,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     const id = ownId(request, reply);
     if (id === undefined) return reply;
     return withinDeadline(reply, async () => {
+      if (!ownedBy(request, await options.client.ownerOf(id))) return notFound(reply, id);
       await options.client.cancel(id);
       if (reply.sent) return reply;
       return reply.code(202).send({ workflowId: id, cancelRequested: true, links: links(id) });

@@ -6,7 +6,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
+import { ErrorType, IDEMPOTENCY_KEY_PATTERN, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
 export * from './definition';
 export * from './define';
@@ -133,7 +133,7 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array },
+  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array; owner?: string },
 ): SagaInput {
   const def = sagaDefinition(type, options.types);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
@@ -168,6 +168,7 @@ export function prepareSaga(
     compensation: { ...def.compensation },
     timings: options.timings,
     ...(operation ? { operation } : {}),
+    ...(options.owner === undefined ? {} : { owner: options.owner }),
   };
 }
 
@@ -232,6 +233,7 @@ const sagaStartSchema = z
     data: z.unknown(),
     timings: timingFields.partial().optional(),
     reservation: reservationSchema.optional(),
+    owner: z.string().regex(OWNER_PATTERN, 'must be 1-64 letters, digits and . _ : - (starting with a letter or digit)').optional(),
   })
   .strict();
 
@@ -258,7 +260,7 @@ export function planSaga(
   const unknown = Object.keys(candidate).filter((k) => !Object.hasOwn(sagaStartSchema.shape, k));
   if (unknown.length > 0) {
     throw new SagaInputError(
-      `invalid saga input: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a saga is started with {type, idempotencyKey, data}, optionally timings)`,
+      `invalid saga input: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a saga is started with {type, idempotencyKey, data}, optionally timings and owner)`,
       ErrorType.INVALID_INPUT,
     );
   }
@@ -270,13 +272,13 @@ export function planSaga(
     const where = issue.path.length ? issue.path.join('.') : '(root)';
     throw new SagaInputError(`invalid saga input at ${where}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const { type, idempotencyKey, data, reservation } = parsed.data;
+  const { type, idempotencyKey, data, reservation, owner } = parsed.data;
   const timingsParsed = timingsSchema.safeParse({ ...ctx.timings, ...parsed.data.timings });
   if (!timingsParsed.success) {
     const issue = timingsParsed.error.issues[0]!;
     throw new SagaInputError(`invalid saga timings${issue.path.length ? ` at ${issue.path.join('.')}` : ''}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types, intentSecret: ctx.intentSecret });
+  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types, intentSecret: ctx.intentSecret, owner });
   const expected = sagaWorkflowId(type, idempotencyKey);
   if (ctx.workflowId !== expected) {
     throw new SagaInputError(

@@ -128,7 +128,17 @@ export interface SagaStart {
   timings?: Partial<SagaTimings>;
   /** The reservation `SagaClient` took at the gate, for this saga's session. */
   reservation?: GateReservation;
+  /**
+   * Who the saga runs for (SagaClient's `owner`; `http:<client id>` for `saga serve`): the entity it
+   * creates is that owner's, and only the same owner's operations find it. A start without one (a
+   * plain Temporal client, which may act for anyone) creates an entity of no owner and may operate
+   * on any.
+   */
+  owner?: string;
 }
+
+/** Who may start sagas for an owner: 1-64 letters, digits and `. _ : -`, beginning with a letter or digit. */
+export const OWNER_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
 /** A reservation taken at the gate, handed to the saga it was taken for. */
 export interface GateReservation {
@@ -161,6 +171,8 @@ export interface SagaInput {
    * the entity's lock, and the saga runs its steps under that lock instead of writing a new row.
    */
   operation?: { entityId: string };
+  /** Who the saga runs for (see {@link SagaStart.owner}); absent for a start without one. */
+  owner?: string;
 }
 
 /** The plan of one saga, derived by the worker; `reservation` is the one the gate took, if any. */
@@ -179,6 +191,8 @@ export interface SagaMemo {
   requestHash?: string;
   /** The saga's reservation answer. */
   reservation?: ReservationAnswer;
+  /** Who the saga runs for ({@link SagaStart.owner}), as SagaClient started it. */
+  owner?: string;
 }
 
 /** An error the saga recorded (never swallowed). */

@@ -256,8 +256,8 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
         intentKey: planned.intentKey,
         sessionId: planned.sessionId,
         leaseMs: planned.timings.leaseMs,
-        // An entity operation takes the entity's lock (its intent key is the lock's).
-        ...(planned.operation ? { entityId: planned.operation.entityId } : {}),
+        // An entity operation takes the entity's lock (its intent key is the lock's), its owner's only.
+        ...(planned.operation ? { entityId: planned.operation.entityId, ...(planned.owner === undefined ? {} : { owner: planned.owner }) } : {}),
       }),
     );
   } catch (err) {
@@ -447,7 +447,8 @@ async function runReserved(
   try {
     // 2. Fenced write, kept alive by heartbeats that extend the lease.
     enter(SagaPhase.WRITING);
-    const written = await act.write.writeEntity({ ...owner, payload: input.payload, timings: input.timings });
+    // A plan without an owner (earlier histories, plain starts) writes none: its arguments are as they were.
+    const written = await act.write.writeEntity({ ...owner, payload: input.payload, timings: input.timings, ...(input.owner === undefined ? {} : { createdBy: input.owner }) });
     if (written.status === 'DUPLICATE') {
       // PostgreSQL knew an entity that Redis had forgotten; the activity repaired the RMS.
       return reject('DUPLICATE');

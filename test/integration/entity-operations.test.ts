@@ -147,6 +147,43 @@ describe('order-cancel', () => {
   });
 });
 
+describe('an order\'s owner', () => {
+  it('is recorded with the order, and another owner\'s operation is answered as one on a missing order, holding nothing', async () => {
+    const skus = await ownSkus();
+    const created = await completedOrder(skus);
+    const { rows } = await h.pool.query<{ created_by: string }>('SELECT created_by FROM orders WHERE id = $1', [created.id]);
+    expect(rows).toEqual([{ created_by: 'app' }]);
+
+    // One after the other: two at once share the order's lock, and the second would get CONFLICT.
+    const attempts = [
+      () => h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' }),
+      () => h.client.start('order-amend', { order: created.id, items: [{ sku: skus[0], quantity: 1 }], payment: { card: CARD } }, { owner: 'someone-else' }),
+      () => h.client.start('order-cancel', { order: '987654321986' }, { owner: 'someone-else' }),
+    ];
+
+    for (const attempt of attempts) await expect(attempt()).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
+    expect((await h.rms.inspect(h.client.prepare('order-cancel', { order: created.id }).intentKey)).holder).toBeUndefined();
+    expect(await rowOf(created.id)).toMatchObject({ cancelled_at: null, amount_cents: String(2 * 1250 + 4999) });
+    // Its owner's own cancellation goes through.
+    const own = await h.client.start('order-cancel', { order: created.id });
+    expect((await h.client.result(own.workflowId)).outcome).toBe('COMPLETED');
+  });
+
+  it('is none for an order from before owners were recorded: any owner\'s operation finds it, as before', async () => {
+    const skus = await ownSkus();
+    const created = await completedOrder(skus);
+    await h.pool.query("UPDATE orders SET created_by = '' WHERE id = $1", [created.id]);
+
+    const cancel = await h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' });
+
+    expect((await h.client.result(cancel.workflowId)).outcome).toBe('COMPLETED');
+  });
+
+  it.each([[''], ['has space'], ['x'.repeat(65)]])('refuses the owner %j with a TypeError, before any gate', async (owner) => {
+    await expect(h.client.start('order-cancel', { order: '1' }, { owner })).rejects.toThrow(TypeError);
+  });
+});
+
 describe('order-amend', () => {
   it('charges the new total, moves the stock, and refunds the previous charge', async () => {
     const skus = await ownSkus();

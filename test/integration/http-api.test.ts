@@ -253,7 +253,8 @@ describe('POST /v1/sagas/{type}', () => {
   });
 
   it('starts an operation on an existing order, and answers one on an order that does not exist with 404 entity-not-found', async () => {
-    const created = await h.client.result((await h.client.start('order', order())).workflowId);
+    // Alice's own order: an operation finds only its owner's entities.
+    const created = (await (await start('order', order(), { key: uniqueKey('order-to-cancel'), prefer: 'wait=9' })).json()) as { entityId: string };
 
     const cancel = await start('order-cancel', { order: created.entityId }, { key: uniqueKey('cancel') });
     const missing = await start('order-cancel', { order: '987654321987' }, { key: uniqueKey('cancel-missing') });
@@ -363,6 +364,41 @@ describe('reading and cancelling sagas', () => {
     expect(done).toMatchObject({ outcome: 'COMPLETED', entityId: final.entityId });
   });
 
+  it('answers another client\'s order as a missing one: its operations are 404, and the order stays as it was', async () => {
+    const started = await start('order', order(), { key: uniqueKey('alice-order'), prefer: 'wait=9' });
+    const { entityId } = (await started.json()) as { entityId: string };
+
+    const cancel = await start('order-cancel', { order: entityId }, { key: uniqueKey('bob-cancels'), token: BOB.token });
+    const amend = await start('order-amend', { order: entityId, items: [{ sku: 'widget', quantity: 1 }], payment: { card: '4242424242424242' } }, { key: uniqueKey('bob-amends'), token: BOB.token });
+    const missing = await start('order-cancel', { order: '987654321985' }, { key: uniqueKey('bob-missing'), token: BOB.token });
+
+    const problems = await Promise.all([cancel, amend, missing].map((r) => expectProblem(r, 404, '/problems/entity-not-found')));
+    // The same answer, word for word but the id, for another's order and for none.
+    expect(problems[0]!.detail.replace(entityId, '<id>')).toBe(problems[2]!.detail.replace('987654321985', '<id>'));
+    const { rows } = await h.pool.query('SELECT cancelled_at, created_by FROM orders WHERE id = $1', [entityId]);
+    expect(rows).toEqual([{ cancelled_at: null, created_by: 'http:alice' }]);
+  });
+
+  it('shows, cancels and lists only sagas started for the caller: a library saga under a key in its namespace is not its own', async () => {
+    // A library caller's key that looks like one of alice's namespaced keys: the same workflow id shape.
+    const key = uniqueKey('lookalike');
+    const cart = order();
+    const library = await h.client.start('order', cart, { idempotencyKey: `alice.${key}` });
+    const id = library.workflowId;
+
+    const shown = await get(`/v1/sagas/${id}`);
+    const cancelled = await fetch(`${base}/v1/sagas/${id}/cancel`, { method: 'POST', headers: { Authorization: `Bearer ${ALICE.token}` } });
+    const listed = (await (await get('/v1/sagas?type=order&limit=1000')).json()) as { sagas: { workflowId: string }[] };
+    const posted = await start('order', cart, { key });
+
+    await expectProblem(shown, 404, '/problems/saga-not-found');
+    await expectProblem(cancelled, 404, '/problems/saga-not-found');
+    expect(listed.sagas.map((s) => s.workflowId)).not.toContain(id);
+    // Alice's own request with that key cannot be answered from the library's saga either.
+    await expectProblem(posted, 422, '/problems/idempotency-key-reused');
+    expect((await h.client.status(id)).status).not.toBe('CANCELED');
+  });
+
   it('lists the caller\'s own sagas only, with filters', async () => {
     const aliceKey = uniqueKey('list');
     const bobKey = uniqueKey('list');
@@ -460,6 +496,7 @@ describe('documents and probes', () => {
       list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
+      ownerOf: client.ownerOf.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: stuck, requestTimeoutMs: 200 }));
@@ -486,6 +523,7 @@ describe('shutdown', () => {
       list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
+      ownerOf: client.ownerOf.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: slow }));

@@ -99,12 +99,20 @@ describe('a worker', () => {
     expect((refusal as Error).message).toBe(`saga type "booking": table "${schema}.bookings" lacks column "guest"`);
   });
 
-  it('refuses to start when operations claim a table without last_operation_token', async () => {
+  it('refuses to start when operations claim a table without last_operation_token and created_by', async () => {
     const schema = await schemaWith(fencedTableSql('bookings', 'room text NOT NULL, guest text NOT NULL'));
 
     await expect(startWorker([booking(`${schema}.bookings`), rebook(`${schema}.bookings`)])).rejects.toThrow(
-      `table "${schema}.bookings" lacks column "last_operation_token"`,
+      `table "${schema}.bookings" lacks columns "last_operation_token", "created_by"`,
     );
+  });
+
+  it('refuses to start on a table from before owners were recorded, naming created_by; the documented ALTER readies it', async () => {
+    const schema = await schemaWith(`${fencedTableSql('bookings', 'room text NOT NULL, guest text NOT NULL', { operations: true })}; ALTER TABLE bookings DROP COLUMN created_by`);
+
+    await expect(startWorker([booking(`${schema}.bookings`), rebook(`${schema}.bookings`)])).rejects.toThrow(`table "${schema}.bookings" lacks column "created_by"`);
+    await pool.query(`ALTER TABLE ${schema}.bookings ADD COLUMN IF NOT EXISTS created_by text NOT NULL DEFAULT ''`);
+    await expect(checkFencedTable(pool, fencedTable(`${schema}.bookings`, ['room', 'guest']), { operations: true })).resolves.toBeUndefined();
   });
 
   it('refuses to start when the table does not exist, naming it', async () => {

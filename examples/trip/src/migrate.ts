@@ -49,6 +49,10 @@ export const TRIP_MIGRATIONS: readonly { name: string; sql: string }[] = [
   },
   { name: '002_hotel_service', sql: HOTEL_SCHEMA_SQL },
   { name: '003_airline_service', sql: AIRLINE_SCHEMA_SQL },
+  // Who each trip was created for (SagaClient's owner): trip-cancel finds only its owner's trips.
+  // A database migrated before reservation-saga recorded owners gets the column here; trips from
+  // before it have none ('') and stay open to every owner's operations.
+  { name: '004_trips_owner', sql: "ALTER TABLE trips ADD COLUMN IF NOT EXISTS created_by text NOT NULL DEFAULT '';" },
 ];
 
 /** The advisory lock that makes concurrent runs apply each migration once. */
