@@ -14,7 +14,7 @@ import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { checkSagaTimings, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
+import { checkSagaTimings, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -475,8 +475,9 @@ export class SagaClient {
       recordedHash = state.requestHash;
       answer = state.reservation;
     }
-    if (recordedHash !== input.requestHash) throw keyReused(input.idempotencyKey);
-    answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: input.requestHash }] });
+    // A saga started before request hashes were keyed recorded the plain SHA-256 of the same request.
+    if (recordedHash !== input.requestHash && recordedHash !== unkeyedRequestHash(input)) throw keyReused(input.idempotencyKey);
+    answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: recordedHash }] });
     const outcome = running ? undefined : endOf(description.status.name, attributes.get(SAGA_OUTCOME));
     return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome } : {}), replayed: true };
   }

@@ -1,5 +1,5 @@
-/** Canonical JSON and the request hash of the idempotency store. */
-import { createHash } from 'node:crypto';
+/** Canonical JSON, the request hash of the idempotency store, and the keyed hash of a saga's request. */
+import { createHash, createHmac } from 'node:crypto';
 import { InvalidArgumentError } from './errors';
 
 /**
@@ -20,6 +20,18 @@ export function canonicalJson(value: unknown): string {
  */
 export function requestHash(payload: unknown): string {
   return createHash('sha256').update(canonicalJson(payload), 'utf8').digest('hex');
+}
+
+/**
+ * HMAC-SHA-256 (hex) of the canonical JSON of `payload`, under a key derived from `secret` (the
+ * intent-key secret) for this use alone: a saga's request hash, shown in its state and kept in its
+ * memo. A request holds secrets (a card number) and guessable data around them, so its plain
+ * SHA-256 could be searched for them; without the secret this cannot.
+ * @throws InvalidArgumentError when the payload is not JSON (a bigint, a cycle).
+ */
+export function keyedRequestHash(payload: unknown, secret: Uint8Array): string {
+  const key = createHmac('sha256', secret).update('reservation-saga request hash', 'utf8').digest();
+  return createHmac('sha256', key).update(canonicalJson(payload), 'utf8').digest('hex');
 }
 
 function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {

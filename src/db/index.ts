@@ -17,7 +17,7 @@ export {
   type WriteFencedInput,
   type WriteFencedResult,
 } from './fenced-table';
-export { canonicalJson, requestHash } from './canonical-json';
+export { canonicalJson, keyedRequestHash, requestHash } from './canonical-json';
 export {
   finishExternal,
   purgeIdempotencyBatch,

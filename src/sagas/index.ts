@@ -4,7 +4,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { requestHash } from '../db/canonical-json';
+import { keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
@@ -161,7 +161,7 @@ export function prepareSaga(
   return {
     type,
     idempotencyKey,
-    requestHash: requestHash({ type, payload }),
+    requestHash: keyedRequestHash({ type, payload }, options.intentSecret),
     intentKey: key,
     payload,
     steps: def.steps.map((s) => ({ ...s })),
@@ -170,6 +170,14 @@ export function prepareSaga(
     ...(operation ? { operation } : {}),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
   };
+}
+
+/**
+ * The request hash of sagas started before it was keyed: the plain SHA-256 of the same canonical
+ * request. A saga of then holds it in its memo and plan, and a retry of its key is still its request.
+ */
+export function unkeyedRequestHash(input: Pick<SagaInput, 'type' | 'payload'>): string {
+  return requestHash({ type: input.type, payload: input.payload });
 }
 
 /**

@@ -157,7 +157,7 @@ export interface SagaInput {
   type: string;
   /** The caller's idempotency key (the workflow id is `<type>-<key>`). */
   idempotencyKey: string;
-  /** SHA-256 of the canonical payload: a retry with the same key must carry the same hash. */
+  /** Keyed hash (HMAC-SHA-256 under INTENT_KEY_SECRET) of the canonical payload: a retry with the same key must carry the same hash. */
   requestHash: string;
   /** `<scope>:<hash>` of the intent. */
   intentKey: string;
@@ -187,7 +187,7 @@ export interface SagaPlan extends SagaInput {
  * with no worker. Set by SagaClient at start; kept current by the saga.
  */
 export interface SagaMemo {
-  /** SHA-256 of the canonical request: a retry with the same key must carry the same. */
+  /** Keyed hash of the canonical request (see SagaInput.requestHash; a plain SHA-256 for sagas of earlier versions): a retry with the same key must carry the same. */
   requestHash?: string;
   /** The saga's reservation answer. */
   reservation?: ReservationAnswer;

@@ -20,7 +20,7 @@ import { createPool } from '../../src/db/pool';
 import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
-import { sagaSessionId } from '../../src/sagas';
+import { sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
 import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
@@ -412,6 +412,39 @@ describe('a request that asks to wait for the saga (waitMs)', () => {
     const cart = order();
     await expect(h.client.start('order', cart, { waitMs })).rejects.toThrow(TypeError);
     expect((await h.rms.inspect(intentOf(cart))).holder).toBeUndefined();
+  });
+});
+
+describe('a retry of a key whose saga recorded a plain SHA-256 of its request (an earlier version)', () => {
+  it('is still its request: answered from the saga, not refused as another payload', async () => {
+    const cart = order();
+    const key = `unkeyed-${randomUUID()}`;
+    const input = h.client.prepare('order', cart, key);
+    const workflowId = sagaWorkflowId('order', key);
+    const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
+    // The memo such a saga carries (its plain hash), with no worker to move it on.
+    await h.client.temporal.workflow.start('reservationSaga', {
+      workflowId,
+      taskQueue: `${h.config.temporal.taskQueue}-nobody`,
+      args: [],
+      memo: { requestHash: unkeyedRequestHash(input), reservation: recorded },
+      typedSearchAttributes: [
+        { key: SAGA_TYPE, value: 'order' },
+        { key: SAGA_PHASE, value: 'RUNNING_STEPS' },
+        { key: INTENT_KEY, value: input.intentKey },
+      ],
+    });
+    try {
+      expect(input.requestHash).not.toBe(unkeyedRequestHash(input));
+
+      const again = await h.client.start('order', cart, { idempotencyKey: key });
+      const other = h.client.start('order', order(), { idempotencyKey: key });
+
+      expect(again).toMatchObject({ reservation: recorded, started: true, replayed: true });
+      await expect(other).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+    } finally {
+      await h.client.temporal.workflow.getHandle(workflowId).terminate('test over');
+    }
   });
 });
 

@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { planSaga, prepareSaga, sagaSessionId } from '../../src/sagas';
+import { canonicalJson } from '../../src/db';
+import { planSaga, prepareSaga, sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { sagaTypes, type OrderInput } from '../fixtures/orders';
 
@@ -32,6 +34,18 @@ describe('planSaga: what the worker derives from a start by type', () => {
 
     expect(plan).toMatchObject({ intentKey: prepareSaga('order', cart, { timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }).intentKey, steps: [{ step: 'chargePayment' }, { step: 'reserveStock' }] });
     expect(plan.requestHash).not.toBe('x');
+  });
+
+  it('hashes the request under the intent secret: no plain hash of the card-bearing request to search, the same for one secret', () => {
+    const prepare = (secret: Uint8Array) => prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: secret, types: sagaTypes });
+    const plainSha256 = createHash('sha256').update(canonicalJson({ type: 'order', payload: prepare(TEST_INTENT_SECRET).payload }), 'utf8').digest('hex');
+
+    expect(prepare(TEST_INTENT_SECRET).requestHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(prepare(TEST_INTENT_SECRET).requestHash).toBe(prepare(TEST_INTENT_SECRET).requestHash);
+    expect(prepare(TEST_INTENT_SECRET).requestHash).not.toBe(plainSha256);
+    expect(prepare(new Uint8Array(32).fill(7)).requestHash).not.toBe(prepare(TEST_INTENT_SECRET).requestHash);
+    // What sagas of earlier versions recorded, and a retry still matches.
+    expect(unkeyedRequestHash(prepare(TEST_INTENT_SECRET))).toBe(plainSha256);
   });
 
   it('takes the caller’s timings within bounds, the worker’s where none are given', () => {
