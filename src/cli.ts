@@ -256,6 +256,20 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     });
 
   program
+    .command('settle <workflowId>')
+    .description('after settling by hand what a COMPENSATION_FAILED saga could not undo: --keep its entity (operations find it) or --undo it (its intent is freed)')
+    .option('--keep', 'the entity stands: its row becomes COMPLETED')
+    .option('--undo', 'the entity is undone: its row becomes COMPENSATED and its intent is freed')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, opts: { keep?: boolean; undo?: boolean; json?: boolean }) => {
+      if (!opts.keep === !opts.undo) throw new UsageError('say how the saga was settled: --keep or --undo (one of them)');
+      await withClient(async (client) => {
+        const settled = await client.settle(workflowId, opts.keep ? 'keep' : 'undo');
+        print(settled, !!opts.json, () => `${workflowId}: settled; its row is ${settled.row}${settled.intentFreed ? ' and its intent free' : ''}`);
+      });
+    });
+
+  program
     .command('intent')
     .description('the RMS reservation and the PostgreSQL row of an intent (of an operation: the entity\'s lock and row)')
     .requiredOption('--type <type>', 'saga type, e.g. order')

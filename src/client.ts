@@ -14,7 +14,7 @@ import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { checkSagaTimings, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
+import { checkSagaTimings, isEntityOperation, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -619,6 +619,48 @@ export class SagaClient {
     const { status } = await handle.describe();
     if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
     await handle.cancel();
+  }
+
+  /**
+   * An operator's way out for a saga that ended COMPENSATION_FAILED, once what it could not undo has
+   * been settled by hand: its row stays REGISTERED (or PROCESSING) and its intent held, so the same
+   * request is a DUPLICATE and every operation on its entity a CONFLICT, for good. `keep`: the entity
+   * stands (its row becomes COMPLETED; operations find it); `undo`: it is undone (its row becomes
+   * COMPENSATED and its intent is freed, as the saga's own undoEntity would have done). Both are
+   * fenced by the saga's token: a row a newer saga owns is never touched.
+   * @throws SettleError naming why nothing was changed: the saga did not end COMPENSATION_FAILED, is
+   * no creation, or its row is not in a state this settles (a PROCESSING row is never kept).
+   */
+  async settle(workflowId: string, how: 'keep' | 'undo'): Promise<{ workflowId: string; row: 'COMPLETED' | 'COMPENSATED'; intentFreed: boolean }> {
+    const state = await this.result(workflowId);
+    if (state.outcome !== SagaOutcome.COMPENSATION_FAILED) {
+      throw new SettleError(workflowId, `saga ${workflowId} ended ${state.outcome ?? state.phase}, not COMPENSATION_FAILED: there is nothing to settle`);
+    }
+    const def = sagaDefinition(state.type, this.#options.types);
+    if (isEntityOperation(def)) throw new SettleError(workflowId, `saga ${workflowId} is an operation (${state.type}): it kept no row of its own to settle`);
+    if (state.fencingToken === undefined) throw new SettleError(workflowId, `saga ${workflowId} recorded no fencing token: it wrote no row`);
+    const owner = { intentKey: state.intentKey, fencingToken: state.fencingToken };
+    const marked = how === 'keep' ? await def.table.markCompleted(this.#options.pool, owner) : await def.table.markCompensated(this.#options.pool, owner);
+    if (marked.status === 'ILLEGAL_TRANSITION' && marked.from !== (how === 'keep' ? 'COMPLETED' : 'COMPENSATED')) {
+      throw new SettleError(workflowId, `saga ${workflowId}'s row is ${marked.from}: it cannot be ${how === 'keep' ? 'kept (a row never finalised can only be undone)' : 'undone'}`);
+    }
+    if (marked.status === 'FENCED_OUT' || marked.status === 'NOT_FOUND') {
+      throw new SettleError(workflowId, `saga ${workflowId}'s row is ${marked.status === 'NOT_FOUND' ? 'gone' : 'owned by a newer saga'}: nothing to settle`);
+    }
+    if (how === 'keep') return { workflowId, row: 'COMPLETED', intentFreed: false };
+    await this.#options.rms.free({ intent: state.intentKey, fencingToken: state.fencingToken, existsTtlMs: this.#options.existsTtlMs });
+    return { workflowId, row: 'COMPENSATED', intentFreed: true };
+  }
+}
+
+/** Thrown by {@link SagaClient.settle} when it changed nothing; the message says why. */
+export class SettleError extends Error {
+  override readonly name = 'SettleError';
+  constructor(
+    readonly workflowId: string,
+    message: string,
+  ) {
+    super(message);
   }
 }
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sagaWorkflowId } from '../../src/shared';
 import { EXIT } from '../../src/cli';
 
 import { envOf } from '../helpers/processes';
@@ -55,6 +56,20 @@ describe('saga CLI', () => {
     expect(out.final).toMatchObject({ outcome: 'COMPLETED' });
     expect(second.code).toBe(EXIT.DUPLICATE);
     expect(json<Started>(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+  });
+
+  it('settle asks how (--keep or --undo), and refuses a saga that did not end COMPENSATION_FAILED, changing nothing', async () => {
+    const created = await h.client.result((await h.client.start('order', order())).workflowId);
+    const workflowId = sagaWorkflowId('order', created.idempotencyKey);
+
+    const unsaid = await saga(['settle', workflowId]);
+    const refused = await saga(['settle', workflowId, '--undo']);
+
+    expect(unsaid.code).toBe(EXIT.USAGE);
+    expect(unsaid.stderr.trim()).toBe('saga: say how the saga was settled: --keep or --undo (one of them)');
+    expect(refused.code).toBe(EXIT.ERROR);
+    expect(refused.stderr.trim()).toBe(`saga: saga ${workflowId} ended COMPLETED, not COMPENSATION_FAILED: there is nothing to settle`);
+    expect((await h.client.status(workflowId)).state.outcome).toBe('COMPLETED');
   });
 
   it('start --type order-cancel runs an operation on an existing order like any type; intent shows its lock and row', async () => {

@@ -10,7 +10,7 @@ import type { StartedSaga } from '../../src/client';
 import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { ordersTable } from '../fixtures/orders';
+import { ordersTable, REFUND_REFUSED_CARD } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
 const DECLINED = '4000000000000002';
@@ -181,6 +181,52 @@ describe('an order\'s owner', () => {
 
   it.each([[''], ['has space'], ['x'.repeat(65)]])('refuses the owner %j with a TypeError, before any gate', async (owner) => {
     await expect(h.client.start('order-cancel', { order: '1' }, { owner })).rejects.toThrow(TypeError);
+  });
+});
+
+describe('an order whose saga ended COMPENSATION_FAILED', () => {
+  /** An order whose stock ran short and whose refund was refused: its row REGISTERED, its intent held. */
+  async function stuckOrder() {
+    const skus = await ownSkus(1);
+    const cart = order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: skus[0], quantity: 5, priceCents: 100 }] });
+    const started = await h.client.start('order', cart);
+    const final = await h.client.result(started.workflowId);
+    expect(final.outcome).toBe('COMPENSATION_FAILED');
+    return { cart, started, entityId: final.entityId! };
+  }
+
+  it('answers its operations CONFLICT until an operator settles it; kept, its operations find it', async () => {
+    const { started, entityId } = await stuckOrder();
+    const stuck = await h.client.start('order-cancel', { order: entityId });
+    expect(stuck).toMatchObject({ started: false, reservation: { status: 'CONFLICT' } });
+
+    const settled = await h.client.settle(started.workflowId, 'keep');
+
+    expect(settled).toEqual({ workflowId: started.workflowId, row: 'COMPLETED', intentFreed: false });
+    const cancel = await h.client.start('order-cancel', { order: entityId }, { idempotencyKey: stuck.idempotencyKey });
+    expect(cancel.reservation.status).toBe('SUCCESS');
+    await h.client.result(cancel.workflowId);
+  });
+
+  it('undone by the operator, is no order: its operations find none, and the same cart may be ordered again', async () => {
+    const { cart, started, entityId } = await stuckOrder();
+    expect((await h.client.start('order', cart)).reservation.status).toBe('DUPLICATE');
+
+    const settled = await h.client.settle(started.workflowId, 'undo');
+
+    expect(settled).toEqual({ workflowId: started.workflowId, row: 'COMPENSATED', intentFreed: true });
+    expect((await ordersTable.findById(h.pool, entityId))?.status).toBe('COMPENSATED');
+    await expect(h.client.start('order-cancel', { order: entityId })).rejects.toMatchObject({ code: 'ENTITY_NOT_FOUND' });
+    const again = await h.client.start('order', cart);
+    expect(again.reservation.status).toBe('SUCCESS');
+    await h.client.result(again.workflowId);
+  });
+
+  it('is the only end settle accepts: a completed saga is refused, its row untouched', async () => {
+    const created = await completedOrder(await ownSkus());
+
+    await expect(h.client.settle(created.sagaKey, 'undo')).rejects.toMatchObject({ name: 'SettleError', message: expect.stringContaining('not COMPENSATION_FAILED') });
+    expect((await ordersTable.findById(h.pool, created.id))?.status).toBe('COMPLETED');
   });
 });
 
