@@ -14,7 +14,7 @@ import type { WorkflowInfo } from '@temporalio/workflow';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
-import { sagaActivityInterceptor, sagaEventSinks } from './activities/observe';
+import { firstEndReport, sagaActivityInterceptor, sagaEventSinks } from './activities/observe';
 import { ConfigError, loadConfig, requireIntentSecret, type Config } from './config';
 import { checkFencedTable } from './db/fenced-schema';
 import { createPool } from './db/pool';
@@ -164,7 +164,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
           ? { workflowModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...(traced?.workflowModules ?? []), ...(options.workerOptions?.interceptors?.workflowModules ?? [])] }
           : {}),
       },
-      sinks: { ...sagaEventSinks(types, options.metrics), ...traced?.sinks, ...options.workerOptions?.sinks },
+      sinks: { ...sagaEventSinks(types, options.metrics, firstEndReport(redis, config.redis.keyPrefix)), ...traced?.sinks, ...options.workerOptions?.sinks },
     });
   } catch (err) {
     await close();

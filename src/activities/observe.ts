@@ -6,6 +6,7 @@
  * (which holds the request's data) nor a failure's message (which may quote it): a failure is
  * named by its type.
  */
+import type { Cluster, Redis } from 'ioredis';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory, type InjectedSinks } from '@temporalio/worker';
 import type { CompensationOutcome, SagaMetrics, StepOutcome } from '../metrics';
@@ -112,15 +113,37 @@ export function sagaActivityInterceptor(metrics?: SagaMetrics): ActivityIntercep
   });
 }
 
+/** How long a saga's end stays marked as reported: far longer than a workflow task takes to be retried. */
+export const END_REPORTED_TTL_MS = 10 * 60_000;
+
 /**
- * The sinks of {@link SagaEventSinks}: a saga's end, counted in `metrics` and logged at INFO. A saga
- * that failed before its plan reports the type its starter sent: it is logged only if `types` has it.
+ * Whether this is the first report of the end of run `runId`, across every worker sharing `redis`:
+ * one SET NX of a key that expires after {@link END_REPORTED_TTL_MS}. A worker killed after it ran a
+ * saga's last workflow task, but before the server recorded its completion, has reported the end;
+ * the worker that runs that task again reports it too. With Redis out of reach the end is reported
+ * (twice, at worst), never lost.
  */
-export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics): InjectedSinks<SagaEventSinks> {
+export function firstEndReport(redis: Pick<Redis | Cluster, 'set'>, keyPrefix: string): (runId: string) => Promise<boolean> {
+  return async (runId) => {
+    try {
+      return (await redis.set(`${keyPrefix}saga-ended:{${runId}}`, '1', 'PX', END_REPORTED_TTL_MS, 'NX')) === 'OK';
+    } catch {
+      return true;
+    }
+  };
+}
+
+/**
+ * The sinks of {@link SagaEventSinks}: a saga's end, counted in `metrics` and logged at INFO, once
+ * per run when `first` says whether it was reported already ({@link firstEndReport}). A saga that
+ * failed before its plan reports the type its starter sent: it is logged only if `types` has it.
+ */
+export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: (runId: string) => Promise<boolean>): InjectedSinks<SagaEventSinks> {
   return {
     sagaEvents: {
       ended: {
-        fn: (info, event) => {
+        fn: async (info, event) => {
+          if (first && !(await first(info.runId))) return;
           metrics?.sagaEnded(event.type, event.outcome);
           Runtime.instance().logger.info(`saga ended ${event.outcome}`, {
             sagaEvent: 'ended',

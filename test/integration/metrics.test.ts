@@ -5,7 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkflowInfo } from '@temporalio/workflow';
+import { firstEndReport, sagaEventSinks } from '../../src/activities/observe';
 import type { Config } from '../../src/config';
+import { SagaMetrics } from '../../src/metrics';
 
 import { runSagaServer, type RunningSagaServer } from '../../src/http/run';
 import { intentKeys } from '../../src/rms';
@@ -276,5 +279,34 @@ describe('metrics and logs after a scenario of real sagas', () => {
     const all = serveLines.join('');
     for (const customer of customers) expect(all).not.toContain(customer);
     expect(all).not.toContain(DECLINED_CARD);
+  });
+});
+
+describe('the end of a saga reported by two workers', () => {
+  it('is counted once across the workers sharing Redis: the one killed after the last workflow task, and the one that ran it again', async () => {
+    // Each worker process has its own registry; the two reports come from the same run.
+    const workers = [new SagaMetrics({ types: h.types }), new SagaMetrics({ types: h.types })];
+    const first = firstEndReport(h.redis, h.config.redis.keyPrefix);
+    const ended = { type: 'order', intentKey: 'order:x', outcome: 'COMPLETED' };
+    const sinks = workers.map((metrics) => {
+      const sink = sagaEventSinks(h.types, metrics, first).sagaEvents.ended;
+      // What the worker's sink runner does: call it with the run's info, and wait for it.
+      return (workflow: WorkflowInfo, event: typeof ended) => Promise.resolve(sink.fn(workflow, event));
+    });
+    const info = (runId: string) => ({ runId, workflowId: `order-${runId}`, workflowType: 'reservationSaga', taskQueue: 'q', namespace: 'default' }) as unknown as WorkflowInfo;
+    const total = async () => {
+      let sum = 0;
+      for (const metrics of workers) sum += Object.values(samples(await metrics.registry.metrics(), 'saga_sagas_ended_total')).reduce((a, b) => a + b, 0);
+      return sum;
+    };
+
+    const once = randomUUID();
+    await Promise.all(sinks.map((fn) => fn(info(once), ended)));
+    const afterOne = await total();
+    await sinks[1]!(info(randomUUID()), ended);
+
+    expect(afterOne).toBe(1);
+    expect(await total()).toBe(2);
+    expect(await h.redis.pttl(`${h.config.redis.keyPrefix}saga-ended:{${once}}`)).toBeGreaterThan(0);
   });
 });
