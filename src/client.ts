@@ -395,7 +395,7 @@ export class SagaClient {
       }
       gate = locked;
     } else {
-      gate = await reserveIntent(deps, request);
+      gate = await reserveIntent(deps, { ...request, ...(input.legacyIntentKey === undefined ? {} : { legacyIntentKey: input.legacyIntentKey }) });
     }
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
     if (gate.status === 'DUPLICATE') {

@@ -29,6 +29,11 @@ export interface GateRequest {
   intentKey: string;
   sessionId: string;
   leaseMs: number;
+  /**
+   * The key earlier versions gave the same intent (its text not in NFC; see SagaInput): an entity or
+   * a holder under it answers DUPLICATE or CONFLICT as one under `intentKey` would.
+   */
+  legacyIntentKey?: string;
 }
 
 /**
@@ -52,6 +57,43 @@ export interface GateDeps {
  * new one gets the new token raised above it (`Rms.raise`): the row's token is the one Redis forgot. Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
  */
 export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
+  const answer = await reserveKey(deps, req);
+  if (answer.status !== 'SUCCESS' || req.legacyIntentKey === undefined) return answer;
+  let earlier: GateAnswer | undefined;
+  try {
+    earlier = await underLegacyKey(deps, req.table, req.legacyIntentKey, req.sessionId);
+  } catch (err) {
+    if (!answer.alreadyHeld) await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken }).catch(() => undefined);
+    throw err;
+  }
+  if (earlier === undefined) return answer;
+  // The intent is taken under its earlier key: the lease on the new one goes back.
+  await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken });
+  return earlier;
+}
+
+/**
+ * What the intent's earlier key holds, for an intent whose text was not in NFC (keyed as it came by
+ * earlier versions): an entity (in Redis, or a REGISTERED or COMPLETED row in PostgreSQL) is a
+ * DUPLICATE, a lease or a row being written a CONFLICT; undefined when it holds nothing, or when
+ * the holder is `sessionId` itself (a retry of that saga's own key: the caller answers from the
+ * saga). Paid only by such intents: one Redis call and one point lookup.
+ */
+async function underLegacyKey(deps: GateDeps, table: FencedTable, legacyKey: string, sessionId: string): Promise<GateAnswer | undefined> {
+  const held = await deps.rms.inspect(legacyKey);
+  if (held.exists) return { status: 'DUPLICATE', owner: { fencingToken: held.existsToken ?? '0', ...(held.existsSessionTag ? { sessionTag: held.existsSessionTag } : {}) } };
+  if (held.holder) return held.holder.sessionId === sessionId ? undefined : { status: 'CONFLICT', retryAfterMs: held.holder.remainingMs };
+  const row = await table.find(deps.pool, legacyKey);
+  if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED')) {
+    return { status: 'DUPLICATE', owner: { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionTag: sessionTag(row.sessionId) } : {}) } };
+  }
+  // A row under way whose lease Redis no longer shows: its saga may still finalise it.
+  if (row && row.status === 'PROCESSING') return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  return undefined;
+}
+
+/** {@link reserveIntent} of one key. */
+async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
   const { rms } = deps;
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
   if (reserved.status !== 'SUCCESS') return reserved;

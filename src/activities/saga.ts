@@ -160,7 +160,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
      * back). On SUCCESS it also asks PostgreSQL, the truth, whether the entity already exists (Redis
      * may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
      */
-    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string; owner?: string }): Promise<ReservationAnswer> {
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string; owner?: string; legacyIntentKey?: string }): Promise<ReservationAnswer> {
       let answer;
       try {
         const request = { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs };
@@ -170,7 +170,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
           if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no entity ${req.entityId} for ${req.type} (or its creating saga was undone)`);
           answer = locked;
         } else {
-          answer = await reserveIntent(gate, request);
+          answer = await reserveIntent(gate, { ...request, ...(req.legacyIntentKey === undefined ? {} : { legacyIntentKey: req.legacyIntentKey }) });
         }
       } catch (err) {
         refuseInput(err);

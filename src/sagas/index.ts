@@ -145,6 +145,7 @@ export function prepareSaga(
   }
   const payload = parseSagaData(def, data);
   let key: string;
+  let legacyKey: string | undefined;
   let operation: SagaInput['operation'];
   try {
     if (isEntityOperation(def)) {
@@ -152,7 +153,12 @@ export function prepareSaga(
       operation = { entityId: def.entity(payload) };
       key = intentKey(`${def.scope}-lock`, { entity: operation.entityId }, options.intentSecret);
     } else {
-      key = intentKey(def.scope, def.intent(payload), options.intentSecret);
+      // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name.
+      const intent = def.intent(payload);
+      const normalized = normalizeText(intent);
+      key = intentKey(def.scope, normalized.value, options.intentSecret);
+      // Sagas of earlier versions keyed the text as it came: the gate checks that key too.
+      if (normalized.changed) legacyKey = intentKey(def.scope, intent, options.intentSecret);
     }
   } catch (err) {
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
@@ -163,6 +169,7 @@ export function prepareSaga(
     idempotencyKey,
     requestHash: keyedRequestHash({ type, payload }, options.intentSecret),
     intentKey: key,
+    ...(legacyKey === undefined ? {} : { legacyIntentKey: legacyKey }),
     payload,
     steps: def.steps.map((s) => ({ ...s })),
     compensation: { ...def.compensation },
@@ -170,6 +177,35 @@ export function prepareSaga(
     ...(operation ? { operation } : {}),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
   };
+}
+
+/**
+ * `value` with every string and object key in Unicode Normalization Form C, and whether that changed
+ * anything. Other values are kept as they are (intentKey refuses what JSON cannot hold).
+ */
+export function normalizeText(value: unknown): { value: unknown; changed: boolean } {
+  let changed = false;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') {
+      const nfc = v.normalize('NFC');
+      if (nfc !== v) changed = true;
+      return nfc;
+    }
+    if (Array.isArray(v)) return v.map(walk);
+    if (v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
+      const out: Record<string, unknown> = {};
+      for (const [k, child] of Object.entries(v)) {
+        const nfcKey = k.normalize('NFC');
+        if (nfcKey !== k) changed = true;
+        if (Object.hasOwn(out, nfcKey)) throw new SagaInputError(`two fields of the intent are one name in Unicode (${JSON.stringify(nfcKey)})`, ErrorType.INVALID_INPUT);
+        out[nfcKey] = walk(child);
+      }
+      return out;
+    }
+    return v;
+  };
+  const normalized = walk(value);
+  return { value: normalized, changed };
 }
 
 /**

@@ -159,8 +159,13 @@ export interface SagaInput {
   idempotencyKey: string;
   /** Keyed hash (HMAC-SHA-256 under INTENT_KEY_SECRET) of the canonical payload: a retry with the same key must carry the same hash. */
   requestHash: string;
-  /** `<scope>:<hash>` of the intent. */
+  /** `<scope>:<hash>` of the intent, its text in Unicode NFC. */
   intentKey: string;
+  /**
+   * The key earlier versions gave this intent, present only when its text was not in NFC (they
+   * keyed it as it came): the gate answers DUPLICATE or CONFLICT for an entity or a holder of it too.
+   */
+  legacyIntentKey?: string;
   /** The validated input of the saga type. */
   payload: unknown;
   steps: SagaStepPlan[];

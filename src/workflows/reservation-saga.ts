@@ -258,6 +258,8 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
         leaseMs: planned.timings.leaseMs,
         // An entity operation takes the entity's lock (its intent key is the lock's), its owner's only.
         ...(planned.operation ? { entityId: planned.operation.entityId, ...(planned.owner === undefined ? {} : { owner: planned.owner }) } : {}),
+        // An intent whose text was not in NFC is checked under the key earlier versions gave it too.
+        ...(planned.legacyIntentKey === undefined ? {} : { legacyIntentKey: planned.legacyIntentKey }),
       }),
     );
   } catch (err) {

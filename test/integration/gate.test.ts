@@ -315,6 +315,60 @@ describe('the gate', () => {
   });
 });
 
+describe('an intent spelt in two Unicode forms', () => {
+  // "Zoë" composed (NFC, U+00EB) and decomposed (NFD, e + U+0308): one customer, one cart.
+  const spelt = (form: 'NFC' | 'NFD') => {
+    const name = `Zoë ${randomUUID()}`.normalize(form);
+    return order({ customer: name, items: [{ sku: 'widget', quantity: 1, priceCents: 700 }] });
+  };
+  const both = () => {
+    const nfc = spelt('NFC');
+    return { nfc, nfd: { ...nfc, customer: nfc.customer.normalize('NFD') } };
+  };
+
+  it('is one intent: while the NFC order runs, the NFD one is a CONFLICT, starting nothing', async () => {
+    const { nfc, nfd } = both();
+    expect(nfd.customer).not.toBe(nfc.customer);
+
+    const first = await h.client.start('order', nfc);
+    const second = await h.client.start('order', nfd);
+
+    expect(first.reservation.status).toBe('SUCCESS');
+    expect(second).toMatchObject({ started: false, reservation: { status: 'CONFLICT' }, intentKey: first.intentKey });
+    await withWorker(() => h.client.result(first.workflowId));
+    expect((await h.client.start('order', nfd)).reservation.status).toBe('DUPLICATE');
+  });
+
+  it('finds an entity created under the key earlier versions gave its NFD text: DUPLICATE from Redis, or from PostgreSQL when Redis forgot', async () => {
+    for (const forgotten of [false, true]) {
+      const { nfd } = both();
+      const { intentKey: key, legacyIntentKey } = h.client.prepare('order', nfd);
+      expect(legacyIntentKey).toBeDefined();
+      // The entity as an earlier version left it: its row and marker under the NFD text's key.
+      await createdElsewhere(legacyIntentKey!);
+      await ordersTable.writeFenced(h.pool, { intentKey: legacyIntentKey!, sessionId: 'another-saga', fencingToken: '1', data: { customer: nfd.customer, items: nfd.items, amount_cents: 700, payment_key: null } });
+      await ordersTable.markRegistered(h.pool, { intentKey: legacyIntentKey!, fencingToken: '1' });
+      if (forgotten) await forget(legacyIntentKey!);
+
+      const answer = await h.client.start('order', nfd);
+
+      expect(answer, forgotten ? 'Redis forgot' : 'Redis knows').toMatchObject({ started: false, reservation: { status: 'DUPLICATE' } });
+      expect((await h.rms.inspect(key)).holder).toBeUndefined();
+    }
+  });
+
+  it('waits for a saga of an earlier version still holding the NFD key: CONFLICT, the new key given back', async () => {
+    const { nfd } = both();
+    const { intentKey: key, legacyIntentKey } = h.client.prepare('order', nfd);
+    await h.rms.reserve({ intent: legacyIntentKey!, sessionId: 'an-earlier-saga', leaseMs: 60_000 });
+
+    const answer = await h.client.start('order', nfd);
+
+    expect(answer).toMatchObject({ started: false, reservation: { status: 'CONFLICT' } });
+    expect((await h.rms.inspect(key)).holder).toBeUndefined();
+  });
+});
+
 describe('a retry with the same idempotency key', () => {
   it('after the saga ended gets its recorded answer and outcome from history, with no worker running', async () => {
     const cart = order();

@@ -48,6 +48,19 @@ describe('planSaga: what the worker derives from a start by type', () => {
     expect(unkeyedRequestHash(prepare(TEST_INTENT_SECRET))).toBe(plainSha256);
   });
 
+  it('keys an intent by its text in NFC, and names the key earlier versions gave a text that was not', () => {
+    const prepare = (customer: string) => prepareSaga('order', { ...cart, customer }, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes });
+    const composed = prepare('Zo\u00eb');
+    const decomposed = prepare('Zoe\u0308');
+
+    expect(decomposed.intentKey).toBe(composed.intentKey);
+    expect(composed.legacyIntentKey).toBeUndefined();
+    expect(decomposed.legacyIntentKey).toMatch(/^order:/);
+    expect(decomposed.legacyIntentKey).not.toBe(decomposed.intentKey);
+    // The saga's own data is kept as it came: only the intent is normalised.
+    expect((decomposed.payload as OrderInput).customer).toBe('Zoe\u0308');
+  });
+
   it('takes the caller’s timings within bounds, the worker’s where none are given', () => {
     const own = { leaseMs: 3000, heartbeatIntervalMs: 300, heartbeatTimeoutMs: 1500 };
 
