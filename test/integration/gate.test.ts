@@ -21,7 +21,7 @@ import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
-import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer } from '../../src/shared';
+import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer, type SagaMemo } from '../../src/shared';
 import { createWorker } from '../../src/worker';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
@@ -87,6 +87,25 @@ async function createdElsewhere(intent: string): Promise<void> {
   const held = await h.rms.reserve({ intent, sessionId: 'another-saga', leaseMs: 60_000 });
   if (held.status !== 'SUCCESS') throw new Error(`could not arrange the entity: ${held.status}`);
   await h.rms.finalize({ intent, sessionId: 'another-saga', fencingToken: held.fencingToken });
+}
+
+/**
+ * A saga as a describe shows it, with no worker to move it on: a plain start of its workflow id with
+ * the memo and search attributes it would have. Terminate it when done.
+ */
+async function sagaAsDescribed(workflowId: string, saga: { memo: SagaMemo; phase: string; intentKey: string }): Promise<{ terminate: () => Promise<void> }> {
+  await h.client.temporal.workflow.start('reservationSaga', {
+    workflowId,
+    taskQueue: `${h.config.temporal.taskQueue}-nobody`,
+    args: [],
+    memo: { ...saga.memo },
+    typedSearchAttributes: [
+      { key: SAGA_TYPE, value: 'order' },
+      { key: SAGA_PHASE, value: saga.phase },
+      { key: INTENT_KEY, value: saga.intentKey },
+    ],
+  });
+  return { terminate: () => h.client.temporal.workflow.getHandle(workflowId).terminate('test over').then(() => undefined) };
 }
 
 describe('the gate', () => {
@@ -476,18 +495,8 @@ describe('a retry of a key whose saga recorded a plain SHA-256 of its request (a
     const input = h.client.prepare('order', cart, key);
     const workflowId = sagaWorkflowId('order', key);
     const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
-    // The memo such a saga carries (its plain hash), with no worker to move it on.
-    await h.client.temporal.workflow.start('reservationSaga', {
-      workflowId,
-      taskQueue: `${h.config.temporal.taskQueue}-nobody`,
-      args: [],
-      memo: { requestHash: unkeyedRequestHash(input), reservation: recorded },
-      typedSearchAttributes: [
-        { key: SAGA_TYPE, value: 'order' },
-        { key: SAGA_PHASE, value: 'RUNNING_STEPS' },
-        { key: INTENT_KEY, value: input.intentKey },
-      ],
-    });
+    // The memo such a saga carries (its plain hash).
+    const saga = await sagaAsDescribed(workflowId, { memo: { requestHash: unkeyedRequestHash(input), reservation: recorded }, phase: 'RUNNING_STEPS', intentKey: input.intentKey });
     try {
       expect(input.requestHash).not.toBe(unkeyedRequestHash(input));
 
@@ -497,7 +506,7 @@ describe('a retry of a key whose saga recorded a plain SHA-256 of its request (a
       expect(again).toMatchObject({ reservation: recorded, started: true, replayed: true });
       await expect(other).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
     } finally {
-      await h.client.temporal.workflow.getHandle(workflowId).terminate('test over');
+      await saga.terminate();
     }
   });
 });
@@ -510,19 +519,8 @@ describe('a retry of a key whose saga freed its intent and has not ended yet', (
     const workflowId = sagaWorkflowId('order', key);
     const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
     // The saga as the gate finds it between its last compensation (undoEntity freed the intent) and
-    // its end, a window as long as its worker takes to run one more workflow task: a plain start of
-    // its id, memo and search attributes, no worker to move it on.
-    await h.client.temporal.workflow.start('reservationSaga', {
-      workflowId,
-      taskQueue: `${h.config.temporal.taskQueue}-nobody`,
-      args: [],
-      memo: { requestHash: input.requestHash, reservation: recorded },
-      typedSearchAttributes: [
-        { key: SAGA_TYPE, value: 'order' },
-        { key: SAGA_PHASE, value: 'COMPENSATING' },
-        { key: INTENT_KEY, value: input.intentKey },
-      ],
-    });
+    // its end, a window as long as its worker takes to run one more workflow task.
+    const saga = await sagaAsDescribed(workflowId, { memo: { requestHash: input.requestHash, reservation: recorded }, phase: 'COMPENSATING', intentKey: input.intentKey });
     try {
       const again = await h.client.start('order', cart, { idempotencyKey: key });
 
@@ -532,7 +530,7 @@ describe('a retry of a key whose saga freed its intent and has not ended yet', (
       expect(next).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
       await h.client.temporal.workflow.getHandle(next.workflowId).terminate('test over');
     } finally {
-      await h.client.temporal.workflow.getHandle(workflowId).terminate('test over');
+      await saga.terminate();
     }
   });
 });
