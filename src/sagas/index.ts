@@ -143,6 +143,15 @@ export function prepareSaga(
       ErrorType.INVALID_INPUT,
     );
   }
+  // The workflow id is `<type>-<key>`: an `order` key `cancel-x` would name the `order-cancel` saga of
+  // key `x`. Such a key is refused, so that an id names one saga of one type.
+  const shadowed = Object.keys(options.types).find((other) => other.startsWith(`${type}-`) && idempotencyKey.startsWith(`${other.slice(type.length + 1)}-`));
+  if (shadowed !== undefined) {
+    throw new SagaInputError(
+      `a ${type} saga's idempotency key may not begin with "${shadowed.slice(type.length + 1)}-": ${JSON.stringify(sagaWorkflowId(type, idempotencyKey))} is the workflow id of the ${shadowed} saga of key ${JSON.stringify(idempotencyKey.slice(shadowed.length - type.length))}`,
+      ErrorType.INVALID_INPUT,
+    );
+  }
   const payload = parseSagaData(def, data);
   let key: string;
   let legacyKey: string | undefined;

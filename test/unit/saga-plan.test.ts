@@ -61,6 +61,17 @@ describe('planSaga: what the worker derives from a start by type', () => {
     expect((decomposed.payload as OrderInput).customer).toBe('Zoe\u0308');
   });
 
+  it('refuses a key whose workflow id would be another type\'s saga: order + cancel-x is order-cancel + x', () => {
+    const prepare = (type: string, data: unknown, idempotencyKey: string) => () => prepareSaga(type, data, { idempotencyKey, timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes });
+
+    for (const key of ['cancel-x', 'amend-1']) {
+      expect(prepare('order', cart, key)).toThrow(expect.objectContaining({ name: 'SagaInputError', code: 'INVALID_INPUT' }));
+    }
+    expect(prepare('order', cart, 'cancel-x')).toThrow('may not begin with "cancel-": "order-cancel-x" is the workflow id of the order-cancel saga of key "x"');
+    expect(prepare('order', cart, 'cancelx')).not.toThrow();
+    expect(prepare('order-cancel', { order: '1' }, 'x')).not.toThrow();
+  });
+
   it('takes the caller’s timings within bounds, the worker’s where none are given', () => {
     const own = { leaseMs: 3000, heartbeatIntervalMs: 300, heartbeatTimeoutMs: 1500 };
 
