@@ -457,14 +457,19 @@ export class SagaClient {
     const description = await handle.describe();
     const running = description.status.name === 'RUNNING';
     const attributes = description.typedSearchAttributes;
-    // Only a saga that has not reserved yet takes a lease of its session's: one past its reservation
-    // (compensating after it freed the intent, say) never would, and the lease would block the intent.
+    const memo = (description.memo ?? {}) as SagaMemo;
+    // The lease this call took is the running saga's when its token is the saga's own (another caller
+    // of the key started the saga with it, and the saga adopted it: releasing it would cut the saga's
+    // write off), or may become its own while the saga has yet to reserve. A lease of another token
+    // after the saga reserved (taken once it freed the intent, while it compensates) never would,
+    // and would block the intent until it ended.
     const phase = attributes.get(SAGA_PHASE) ?? SagaPhase.RESERVING;
-    const mayAdopt = running && attributes.get(INTENT_KEY) === input.intentKey && phase === SagaPhase.RESERVING;
-    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !mayAdopt) {
+    const sagaToken = memo.reservation?.status === 'SUCCESS' ? memo.reservation.fencingToken : undefined;
+    const sagas =
+      running && attributes.get(INTENT_KEY) === input.intentKey && gate.status === 'SUCCESS' && (phase === SagaPhase.RESERVING || gate.fencingToken === sagaToken);
+    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !sagas) {
       await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
     }
-    const memo = (description.memo ?? {}) as SagaMemo;
     // Another owner's saga under this key (a library key shaped like an HTTP client's): not ours to answer from.
     if (memo.owner !== undefined && memo.owner !== input.owner) throw keyReused(input.idempotencyKey);
     let recordedHash = memo.requestHash;
