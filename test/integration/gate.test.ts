@@ -511,6 +511,33 @@ describe('a retry of a key whose saga recorded a plain SHA-256 of its request (a
   });
 });
 
+describe('a retry of a key whose saga adopted the lease the retry took', () => {
+  it('keeps it: the lease is the saga\'s own, as when another caller of the key started the saga with it', async () => {
+    const cart = order();
+    const key = `adopted-${randomUUID()}`;
+    const input = h.client.prepare('order', cart, key);
+    const workflowId = sagaWorkflowId('order', key);
+    // The next lease of the intent gets a token known in advance: one above a tombstone's.
+    const floor = '9000000000000000';
+    const token = '9000000000000001';
+    await h.redis.set(intentKeys(h.config.redis.keyPrefix, input.intentKey).entityExists, `{freed}:${floor}`, 'PX', 60_000);
+    // Twenty callers of one key: one took the lease fresh, another started the saga with it, and the
+    // saga reserved (the same session: the same lease and token) and went on writing, all before the
+    // first caller's start found the workflow.
+    const reservation: ReservationAnswer = { status: 'SUCCESS', fencingToken: token, expiresAt: Date.now() + 30_000 };
+    const saga = await sagaAsDescribed(workflowId, { memo: { requestHash: input.requestHash, reservation }, phase: 'WRITING', intentKey: input.intentKey });
+    try {
+      const first = await h.client.start('order', cart, { idempotencyKey: key });
+
+      expect(first).toMatchObject({ replayed: true, reservation: { fencingToken: token } });
+      expect((await h.rms.inspect(input.intentKey)).holder).toMatchObject({ sessionId: sessionOf(workflowId), fencingToken: token });
+    } finally {
+      await saga.terminate();
+      await h.rms.release({ intent: input.intentKey, sessionId: sessionOf(workflowId), fencingToken: token });
+    }
+  });
+});
+
 describe('a retry of a key whose saga freed its intent and has not ended yet', () => {
   it('gives back the lease its gate took: the saga will not take it, and another request gets the intent at once', async () => {
     const cart = order();
