@@ -257,9 +257,9 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
 
   program
     .command('settle <workflowId>')
-    .description('after settling by hand what a COMPENSATION_FAILED saga could not undo: --keep its entity (operations find it) or --undo it (its intent is freed)')
+    .description('after settling by hand what a COMPENSATION_FAILED saga could not undo: --keep its entity (operations find it) or --undo it (as the saga would have)')
     .option('--keep', 'the entity stands: its row becomes COMPLETED')
-    .option('--undo', 'the entity is undone: its row becomes COMPENSATED and its intent is freed')
+    .option('--undo', 'the entity is undone: its row becomes COMPENSATED, its intent freed by the type\'s freeIntent')
     .option('--json', 'print JSON')
     .action(async (workflowId: string, opts: { keep?: boolean; undo?: boolean; json?: boolean }) => {
       if (!opts.keep === !opts.undo) throw new UsageError('say how the saga was settled: --keep or --undo (one of them)');

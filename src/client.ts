@@ -4,12 +4,12 @@
  * lookup), and only a SUCCESS starts a workflow, with one start call. DUPLICATE and CONFLICT are
  * answered without Temporal and leave nothing behind.
  */
-import type { Client, Connection, WorkflowExecutionDescription } from '@temporalio/client';
+import type { Client, Connection, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
-import { lockEntity, reserveIntent, type GateAnswer } from './gate';
+import { lockEntity, reserveIntent, undoEntity, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
@@ -149,6 +149,11 @@ export interface ListFilter {
   /** Only sagas whose workflow id starts with one of these (e.g. one HTTP client's `order-<client>.`). */
   workflowIdPrefixes?: readonly string[];
   /** Only sagas started for this owner, or recorded with none (started before owners were). */
+  owner?: string;
+}
+
+/** Whose sagas a read or a cancellation may see: with `owner`, only that owner's (and those that record none). */
+export interface OwnerScope {
   owner?: string;
 }
 
@@ -373,7 +378,7 @@ export class SagaClient {
       const { WorkflowFailedError } = await temporalClientLibrary();
       if (!(err instanceof WorkflowFailedError)) throw err;
       // Stopped without a state (terminated, timed out, refused input): what its execution records.
-      final = (await this.status(started.workflowId)).state;
+      final = await recordedState(await client.workflow.getHandle(started.workflowId).describe());
     }
     return { ...started, ...(final.outcome ? { outcome: final.outcome } : {}), final };
   }
@@ -463,12 +468,11 @@ export class SagaClient {
     // write off), or may become its own while the saga has yet to reserve. A lease of another token
     // after the saga reserved (taken once it freed the intent, while it compensates) never would,
     // and would block the intent until it ended.
-    const phase = attributes.get(SAGA_PHASE) ?? SagaPhase.RESERVING;
-    const sagaToken = memo.reservation?.status === 'SUCCESS' ? memo.reservation.fencingToken : undefined;
-    const sagas =
-      running && attributes.get(INTENT_KEY) === input.intentKey && gate.status === 'SUCCESS' && (phase === SagaPhase.RESERVING || gate.fencingToken === sagaToken);
-    if (gate.status === 'SUCCESS' && !gate.alreadyHeld && !sagas) {
-      await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
+    if (gate.status === 'SUCCESS' && !gate.alreadyHeld) {
+      const phase = attributes.get(SAGA_PHASE) ?? SagaPhase.RESERVING;
+      const sagaToken = memo.reservation?.status === 'SUCCESS' ? memo.reservation.fencingToken : undefined;
+      const sagas = running && attributes.get(INTENT_KEY) === input.intentKey && (phase === SagaPhase.RESERVING || gate.fencingToken === sagaToken);
+      if (!sagas) await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
     }
     // Another owner's saga under this key (a library key shaped like an HTTP client's): not ours to answer from.
     if (memo.owner !== undefined && memo.owner !== input.owner) throw keyReused(input.idempotencyKey);
@@ -521,16 +525,16 @@ export class SagaClient {
    * a worker), an ended one's from its history, with no worker. A saga stopped without a state
    * (terminated, timed out, or failed before its plan) is described by its memo and search
    * attributes: its outcome TERMINATED, TIMED_OUT or FAILED, its last phase, and an error saying so.
-   * `owner`: who it runs for, as its start recorded it (see {@link ownerOf}).
+   * With `owner`, a saga started for another owner is answered as a missing one.
+   * @throws WorkflowNotFoundError when there is no such saga (of `owner`).
    */
-  async status(workflowId: string): Promise<{ workflowId: string; status: string; state: SagaState; url: string; owner?: string }> {
+  async status(workflowId: string, options: OwnerScope = {}): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
     const [client, { stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
-    const description = await handle.describe();
+    const description = await ownedDescription(handle, options.owner);
     const status = description.status.name;
-    const { owner } = (description.memo ?? {}) as SagaMemo;
     const state = status === 'RUNNING' ? await handle.query(stateQuery) : await this.#endedState(workflowId, description);
-    return { workflowId, status, state, url: this.url(workflowId), ...(owner === undefined ? {} : { owner }) };
+    return { workflowId, status, state, url: this.url(workflowId) };
   }
 
   /** An ended saga's final state, from its result, or from what its execution records when it has none. */
@@ -543,33 +547,7 @@ export class SagaClient {
         if (!(err instanceof WorkflowFailedError)) throw err;
       }
     }
-    const { INTENT_KEY, SAGA_PHASE, SAGA_TYPE } = await temporalDefinitions();
-    const attributes = description.typedSearchAttributes;
-    const memo = (description.memo ?? {}) as SagaMemo;
-    const end = endOf(description.status.name, undefined) ?? SagaAbort.FAILED;
-    const phase = attributes.get(SAGA_PHASE) as SagaPhase | undefined;
-    return {
-      type: attributes.get(SAGA_TYPE) ?? '',
-      idempotencyKey: '',
-      requestHash: memo.requestHash ?? '',
-      intentKey: attributes.get(INTENT_KEY) ?? '',
-      phase: phase ?? SagaPhase.RESERVING,
-      outcome: end,
-      ...(memo.reservation ? { reservation: memo.reservation } : {}),
-      stepsDone: [],
-      compensationsRun: [],
-      errors: [{ at: phase ?? SagaPhase.RESERVING, type: end, message: `the saga's workflow ended ${end} before the saga recorded its state; its history shows the steps it ran` }],
-    };
-  }
-
-  /**
-   * Who the saga runs for, as its start recorded it (its memo): undefined for a saga started without
-   * SagaClient or before owners were recorded.
-   * @throws WorkflowNotFoundError when there is no such saga.
-   */
-  async ownerOf(workflowId: string): Promise<string | undefined> {
-    const description = await (await this.#temporalClient()).workflow.getHandle(workflowId).describe();
-    return ((description.memo ?? {}) as SagaMemo).owner;
+    return recordedState(description);
   }
 
   /** Lists sagas by search attributes, newest first. */
@@ -616,12 +594,14 @@ export class SagaClient {
   }
 
   /**
-   * Requests cancellation; a saga past its reservation then runs its compensations.
-   * @throws SagaEndedError when the saga has already ended (nothing to cancel).
+   * Requests cancellation; a saga past its reservation then runs its compensations. With `owner`, a
+   * saga started for another owner is answered as a missing one.
+   * @throws SagaEndedError when the saga has already ended (nothing to cancel); WorkflowNotFoundError
+   * when there is no such saga (of `owner`).
    */
-  async cancel(workflowId: string): Promise<void> {
+  async cancel(workflowId: string, options: OwnerScope = {}): Promise<void> {
     const handle = (await this.#temporalClient()).workflow.getHandle(workflowId);
-    const { status } = await handle.describe();
+    const { status } = await ownedDescription(handle, options.owner);
     if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
     await handle.cancel();
   }
@@ -630,9 +610,10 @@ export class SagaClient {
    * An operator's way out for a saga that ended COMPENSATION_FAILED, once what it could not undo has
    * been settled by hand: its row stays REGISTERED (or PROCESSING) and its intent held, so the same
    * request is a DUPLICATE and every operation on its entity a CONFLICT, for good. `keep`: the entity
-   * stands (its row becomes COMPLETED; operations find it); `undo`: it is undone (its row becomes
-   * COMPENSATED and its intent is freed, as the saga's own undoEntity would have done). Both are
-   * fenced by the saga's token: a row a newer saga owns is never touched.
+   * stands (its row becomes COMPLETED; operations find it); `undo`: it is undone as the saga's own
+   * undoEntity would have done (its row COMPENSATED, its intent freed when the type's compensation
+   * policy frees it, its lease given back). Both are fenced by the saga's token: a row a newer saga
+   * owns is never touched.
    * @throws SettleError naming why nothing was changed: the saga did not end COMPENSATION_FAILED, is
    * no creation, or its row is not in a state this settles (a PROCESSING row is never kept).
    */
@@ -644,17 +625,17 @@ export class SagaClient {
     const def = sagaDefinition(state.type, this.#options.types);
     if (isEntityOperation(def)) throw new SettleError(workflowId, `saga ${workflowId} is an operation (${state.type}): it kept no row of its own to settle`);
     if (state.fencingToken === undefined) throw new SettleError(workflowId, `saga ${workflowId} recorded no fencing token: it wrote no row`);
-    const owner = { intentKey: state.intentKey, fencingToken: state.fencingToken };
-    const marked = how === 'keep' ? await def.table.markCompleted(this.#options.pool, owner) : await def.table.markCompensated(this.#options.pool, owner);
-    if (marked.status === 'ILLEGAL_TRANSITION' && marked.from !== (how === 'keep' ? 'COMPLETED' : 'COMPENSATED')) {
+    const owner = { intentKey: state.intentKey, sessionId: sagaSessionId(this.#namespace, workflowId), fencingToken: state.fencingToken };
+    const { freeIntent } = def.compensation;
+    // A repeat of either (the row already so, under the saga's token) is OK: settling is idempotent.
+    const marked = how === 'keep' ? await def.table.markCompleted(this.#options.pool, owner) : await undoEntity(this.#options, def.table, owner, freeIntent);
+    if (marked.status === 'ILLEGAL_TRANSITION') {
       throw new SettleError(workflowId, `saga ${workflowId}'s row is ${marked.from}: it cannot be ${how === 'keep' ? 'kept (a row never finalised can only be undone)' : 'undone'}`);
     }
-    if (marked.status === 'FENCED_OUT' || marked.status === 'NOT_FOUND') {
+    if (marked.status !== 'OK') {
       throw new SettleError(workflowId, `saga ${workflowId}'s row is ${marked.status === 'NOT_FOUND' ? 'gone' : 'owned by a newer saga'}: nothing to settle`);
     }
-    if (how === 'keep') return { workflowId, row: 'COMPLETED', intentFreed: false };
-    await this.#options.rms.free({ intent: state.intentKey, fencingToken: state.fencingToken, existsTtlMs: this.#options.existsTtlMs });
-    return { workflowId, row: 'COMPENSATED', intentFreed: true };
+    return how === 'keep' ? { workflowId, row: 'COMPLETED', intentFreed: false } : { workflowId, row: 'COMPENSATED', intentFreed: freeIntent };
   }
 }
 
@@ -690,6 +671,31 @@ function endOf(status: string, outcome: string | undefined): SagaEnd | undefined
   }
 }
 
+/**
+ * What an ended saga's execution records when the saga recorded no state of its own (terminated,
+ * timed out, or failed before its plan): its memo and search attributes, its end, and an error
+ * saying so.
+ */
+async function recordedState(description: WorkflowExecutionDescription): Promise<SagaState> {
+  const { INTENT_KEY, SAGA_PHASE, SAGA_TYPE } = await temporalDefinitions();
+  const attributes = description.typedSearchAttributes;
+  const memo = (description.memo ?? {}) as SagaMemo;
+  const end = endOf(description.status.name, undefined) ?? SagaAbort.FAILED;
+  const phase = attributes.get(SAGA_PHASE) as SagaPhase | undefined;
+  return {
+    type: attributes.get(SAGA_TYPE) ?? '',
+    idempotencyKey: '',
+    requestHash: memo.requestHash ?? '',
+    intentKey: attributes.get(INTENT_KEY) ?? '',
+    phase: phase ?? SagaPhase.RESERVING,
+    outcome: end,
+    ...(memo.reservation ? { reservation: memo.reservation } : {}),
+    stepsDone: [],
+    compensationsRun: [],
+    errors: [{ at: phase ?? SagaPhase.RESERVING, type: end, message: `the saga's workflow ended ${end} before the saga recorded its state; its history shows the steps it ran` }],
+  };
+}
+
 /** The final state a REJECTED saga failed its workflow with, when `err` is that failure. */
 async function rejectedState(err: unknown): Promise<SagaState | undefined> {
   const { WorkflowFailedError, ApplicationFailure } = await temporalClientLibrary();
@@ -698,6 +704,20 @@ async function rejectedState(err: unknown): Promise<SagaState | undefined> {
   if (!(cause instanceof ApplicationFailure) || cause.type !== ErrorType.SAGA_REJECTED) return undefined;
   const [state] = cause.details ?? [];
   return typeof state === 'object' && state !== null ? (state as SagaState) : undefined;
+}
+
+/**
+ * The saga's description, when it runs for `owner` or records none (it started before owners were
+ * recorded); with no `owner`, any saga's.
+ * @throws WorkflowNotFoundError when there is no such saga, or it runs for another owner: the same
+ * error, so a caller cannot tell another owner's saga from a missing one.
+ */
+async function ownedDescription(handle: WorkflowHandle, owner: string | undefined): Promise<WorkflowExecutionDescription> {
+  const description = await handle.describe();
+  const recorded = ((description.memo ?? {}) as SagaMemo).owner;
+  if (owner === undefined || recorded === undefined || recorded === owner) return description;
+  const { WorkflowNotFoundError } = await temporalClientLibrary();
+  throw new WorkflowNotFoundError(`workflow not found for ID: ${handle.workflowId}`, handle.workflowId, undefined);
 }
 
 /** @throws TypeError unless `owner` is 1-64 letters, digits and `. _ : -`, starting with a letter or digit. */

@@ -4,7 +4,7 @@
  * confirm a reservation the client took, or to reserve when a plain Temporal client started it).
  */
 import type { Pool } from 'pg';
-import type { FencedTable } from './db';
+import type { FencedTable, TransitionResult } from './db';
 import { isRowId } from './db/fenced-table';
 import type { SagaMetrics } from './metrics';
 import { isSessionId, sessionTag, type EntityOwner, type Rms } from './rms';
@@ -59,17 +59,26 @@ export interface GateDeps {
 export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
   const answer = await reserveKey(deps, req);
   if (answer.status !== 'SUCCESS' || req.legacyIntentKey === undefined) return answer;
+  // Only a lease this call took goes back: one already held is a running saga's.
+  const giveBack = async () => {
+    if (!answer.alreadyHeld) await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken });
+  };
   let earlier: GateAnswer | undefined;
   try {
     earlier = await underLegacyKey(deps, req.table, req.legacyIntentKey, req.sessionId);
   } catch (err) {
-    if (!answer.alreadyHeld) await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken }).catch(() => undefined);
+    await giveBack().catch(() => undefined);
     throw err;
   }
   if (earlier === undefined) return answer;
   // The intent is taken under its earlier key: the lease on the new one goes back.
-  await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken });
+  await giveBack();
   return earlier;
+}
+
+/** Who created the entity of `row`, as a marker records it: its token and, when it has one, its session's tag. */
+export function entityOwnerOf(row: { lastFencingToken: string; sessionId: string }): EntityOwner {
+  return { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionTag: sessionTag(row.sessionId) } : {}) };
 }
 
 /**
@@ -85,7 +94,7 @@ async function underLegacyKey(deps: GateDeps, table: FencedTable, legacyKey: str
   if (held.holder) return held.holder.sessionId === sessionId ? undefined : { status: 'CONFLICT', retryAfterMs: held.holder.remainingMs };
   const row = await table.find(deps.pool, legacyKey);
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED')) {
-    return { status: 'DUPLICATE', owner: { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionTag: sessionTag(row.sessionId) } : {}) } };
+    return { status: 'DUPLICATE', owner: entityOwnerOf(row) };
   }
   // A row under way whose lease Redis no longer shows: its saga may still finalise it.
   if (row && row.status === 'PROCESSING') return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
@@ -108,7 +117,7 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
     throw err;
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
-    const owner: EntityOwner = { fencingToken: row.lastFencingToken, ...(isSessionId(row.sessionId) ? { sessionTag: sessionTag(row.sessionId) } : {}) };
+    const owner = entityOwnerOf(row);
     const repaired = await markEntityExists(deps, req.table, req.intentKey, owner);
     // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
     // and its write will take over the undone row with a higher token.
@@ -243,4 +252,24 @@ async function markAndCheck(deps: GateDeps, table: FencedTable, intentKey: strin
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken === owner.fencingToken) return 'MARKED';
   await deps.rms.free({ intent: intentKey, fencingToken: owner.fencingToken, existsTtlMs: deps.existsTtlMs });
   return 'FREED';
+}
+
+/**
+ * Undoes a creating saga's entity: its row COMPENSATED, fenced by the saga's token (a row a newer
+ * saga owns is left alone: FENCED_OUT); then, when `freeIntent` and the row was the saga's, its
+ * intent freed (the marker becomes the token's tombstone, so a late finalise cannot mark it again),
+ * and the saga's lease given back. A COMPLETED row (a finished entity) is an ILLEGAL_TRANSITION and
+ * nothing changes. The saga's own compensation and an operator's `SagaClient.settle` both run it.
+ */
+export async function undoEntity(
+  deps: GateDeps,
+  table: FencedTable,
+  owner: { intentKey: string; sessionId: string; fencingToken: string },
+  freeIntent: boolean,
+): Promise<TransitionResult> {
+  const marked = await table.markCompensated(deps.pool, owner);
+  if (marked.status === 'ILLEGAL_TRANSITION') return marked;
+  if (freeIntent && marked.status === 'OK') await deps.rms.free({ intent: owner.intentKey, fencingToken: owner.fencingToken, existsTtlMs: deps.existsTtlMs });
+  await deps.rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
+  return marked;
 }

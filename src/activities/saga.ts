@@ -8,10 +8,10 @@ import type { WorkflowService } from '@temporalio/client';
 import { isEncrypted } from '../codec/encryption-codec';
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
-import { lockEntity, markEntityExists, reserveIntent } from '../gate';
+import { entityOwnerOf, lockEntity, markEntityExists, reserveIntent, undoEntity } from '../gate';
 import { confirmLease, withLease } from './lease';
 import type { SagaMetrics } from '../metrics';
-import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
+import { RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   SagaInputError,
@@ -133,8 +133,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
 
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
-    const entity = { fencingToken: existing.lastFencingToken, ...(isSessionId(existing.sessionId) ? { sessionTag: sessionTag(existing.sessionId) } : {}) };
-    await markEntityExists(gate, creation(owner.type).table, owner.intentKey, entity);
+    await markEntityExists(gate, creation(owner.type).table, owner.intentKey, entityOwnerOf(existing));
     await rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
   };
 
@@ -296,13 +295,11 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
      * still held, is released.
      */
     async undoEntity(req: Owner & { freeIntent: boolean }): Promise<{ row: string }> {
-      const marked = await creation(req.type).table.markCompensated(pool, req);
+      const marked = await undoEntity(gate, creation(req.type).table, req, req.freeIntent);
       if (marked.status === 'ILLEGAL_TRANSITION') {
         // A COMPLETED row is a finished order: undoing it is never a silent success.
         throw nonRetryable(ErrorType.COMPENSATION_REFUSED, `undoEntity: a ${marked.from} row cannot be undone`);
       }
-      if (req.freeIntent && marked.status === 'OK') await rms.free({ intent: req.intentKey, fencingToken: req.fencingToken, existsTtlMs });
-      await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
       return { row: marked.status };
     },
   };

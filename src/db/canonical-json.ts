@@ -30,9 +30,17 @@ export function requestHash(payload: unknown): string {
  * @throws InvalidArgumentError when the payload is not JSON (a bigint, a cycle).
  */
 export function keyedRequestHash(payload: unknown, secret: Uint8Array): string {
-  const key = createHmac('sha256', secret).update('reservation-saga request hash', 'utf8').digest();
+  // Derived once per secret: every gate answer hashes its request, a DUPLICATE's included.
+  let key = requestHashKeys.get(secret);
+  if (key === undefined) {
+    key = createHmac('sha256', secret).update('reservation-saga request hash', 'utf8').digest();
+    requestHashKeys.set(secret, key);
+  }
   return createHmac('sha256', key).update(canonicalJson(payload), 'utf8').digest('hex');
 }
+
+/** The request-hash key of each intent secret in use. */
+const requestHashKeys = new WeakMap<Uint8Array, Buffer>();
 
 function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {
   let value = input;

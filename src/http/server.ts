@@ -20,7 +20,6 @@ export interface SagaBackend {
   list: SagaClient['list'];
   status: SagaClient['status'];
   cancel: SagaClient['cancel'];
-  ownerOf: SagaClient['ownerOf'];
   url: SagaClient['url'];
 }
 
@@ -207,21 +206,17 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     request.apiClient = clientId;
   };
 
-  const notFound = (reply: FastifyReply, id: string) => sendProblem(reply, problem(404, ProblemType.SAGA_NOT_FOUND, `no saga ${JSON.stringify(id)} of this client`));
-
   /**
    * The id of a route, when its shape names a saga of the caller's; a 404 otherwise (never saying
-   * whose it is). The saga's recorded owner is checked too, once it is read ({@link ownedBy}).
+   * whose it is). The saga's recorded owner is checked too, where it is read: SagaClient answers
+   * another owner's saga as a missing one (`{ owner }`), so both get the same 404.
    */
   const ownId = (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply): string | undefined => {
     const { id } = request.params;
     if (ownsWorkflow(request.apiClient, id, typeNames)) return id;
-    void notFound(reply, id);
+    void sendProblem(reply, problem(404, ProblemType.SAGA_NOT_FOUND, `no saga ${JSON.stringify(id)} of this client`));
     return undefined;
   };
-
-  /** Whether a saga recorded as `owner`'s is the caller's: exactly its owner, or none recorded (a saga from before owners). */
-  const ownedBy = (request: FastifyRequest, owner: string | undefined) => owner === undefined || owner === httpOwner(request.apiClient);
 
   const links = (workflowId: string) => ({ self: `/v1/sagas/${encodeURIComponent(workflowId)}`, ui: options.client.url(workflowId) });
 
@@ -290,8 +285,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     const id = ownId(request, reply);
     if (id === undefined) return reply;
     return withinDeadline(reply, async () => {
-      const { status, state, owner } = await options.client.status(id);
-      if (!ownedBy(request, owner)) return notFound(reply, id);
+      const { status, state } = await options.client.status(id, { owner: httpOwner(request.apiClient) });
       return {
         workflowId: id,
         type: state.type,
@@ -315,8 +309,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     const id = ownId(request, reply);
     if (id === undefined) return reply;
     return withinDeadline(reply, async () => {
-      if (!ownedBy(request, await options.client.ownerOf(id))) return notFound(reply, id);
-      await options.client.cancel(id);
+      await options.client.cancel(id, { owner: httpOwner(request.apiClient) });
       if (reply.sent) return reply;
       return reply.code(202).send({ workflowId: id, cancelRequested: true, links: links(id) });
     });

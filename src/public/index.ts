@@ -32,7 +32,7 @@ export {
   type OperationContext,
 } from '../sagas';
 export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult } from '../db/fenced-table';
-export { SagaClient, SagaEndedError, SettleError, DEFAULT_OWNER, type SagaClientConnectOptions, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
+export { SagaClient, SagaEndedError, SettleError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
 export {
   SagaOutcome,

@@ -263,9 +263,9 @@ const timingsSchema = timingFields.refine((t) => t.heartbeatIntervalMs < t.heart
  * saga the worker would refuse is refused before the gate takes a lease for it.
  * @throws TypeError naming the timing at fault.
  */
-export function checkSagaTimings(timings: SagaTimings): SagaTimings {
+export function checkSagaTimings(timings: SagaTimings): void {
   const parsed = timingsSchema.safeParse(timings);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) return;
   const issue = parsed.error.issues[0]!;
   throw new TypeError(`saga timings${issue.path.length ? ` ${issue.path.join('.')}` : ''}: ${issue.message} (a worker refuses such a saga)`);
 }

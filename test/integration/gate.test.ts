@@ -89,6 +89,13 @@ async function createdElsewhere(intent: string): Promise<void> {
   await h.rms.finalize({ intent, sessionId: 'another-saga', fencingToken: held.fencingToken });
 }
 
+/** A new cart under a new key of `label`: what the client makes of it, and its saga's workflow id. */
+function aRequest(label: string) {
+  const cart = order();
+  const key = `${label}-${randomUUID()}`;
+  return { cart, key, input: h.client.prepare('order', cart, key), workflowId: sagaWorkflowId('order', key) };
+}
+
 /**
  * A saga as a describe shows it, with no worker to move it on: a plain start of its workflow id with
  * the memo and search attributes it would have. Terminate it when done.
@@ -490,10 +497,7 @@ describe('a request that asks to wait for the saga (waitMs)', () => {
 
 describe('a retry of a key whose saga recorded a plain SHA-256 of its request (an earlier version)', () => {
   it('is still its request: answered from the saga, not refused as another payload', async () => {
-    const cart = order();
-    const key = `unkeyed-${randomUUID()}`;
-    const input = h.client.prepare('order', cart, key);
-    const workflowId = sagaWorkflowId('order', key);
+    const { cart, key, input, workflowId } = aRequest('unkeyed');
     const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
     // The memo such a saga carries (its plain hash).
     const saga = await sagaAsDescribed(workflowId, { memo: { requestHash: unkeyedRequestHash(input), reservation: recorded }, phase: 'RUNNING_STEPS', intentKey: input.intentKey });
@@ -513,10 +517,7 @@ describe('a retry of a key whose saga recorded a plain SHA-256 of its request (a
 
 describe('a retry of a key whose saga adopted the lease the retry took', () => {
   it('keeps it: the lease is the saga\'s own, as when another caller of the key started the saga with it', async () => {
-    const cart = order();
-    const key = `adopted-${randomUUID()}`;
-    const input = h.client.prepare('order', cart, key);
-    const workflowId = sagaWorkflowId('order', key);
+    const { cart, key, input, workflowId } = aRequest('adopted');
     // The next lease of the intent gets a token known in advance: one above a tombstone's.
     const floor = '9000000000000000';
     const token = '9000000000000001';
@@ -540,10 +541,7 @@ describe('a retry of a key whose saga adopted the lease the retry took', () => {
 
 describe('a retry of a key whose saga freed its intent and has not ended yet', () => {
   it('gives back the lease its gate took: the saga will not take it, and another request gets the intent at once', async () => {
-    const cart = order();
-    const key = `compensating-${randomUUID()}`;
-    const input = h.client.prepare('order', cart, key);
-    const workflowId = sagaWorkflowId('order', key);
+    const { cart, key, input, workflowId } = aRequest('compensating');
     const recorded: ReservationAnswer = { status: 'SUCCESS', fencingToken: '1', expiresAt: Date.now() };
     // The saga as the gate finds it between its last compensation (undoEntity freed the intent) and
     // its end, a window as long as its worker takes to run one more workflow task.
