@@ -14,7 +14,7 @@ import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { checkSagaTimings, isEntityOperation, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
+import { checkSagaTimings, entityNotFound, isEntityOperation, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -388,7 +388,8 @@ export class SagaClient {
   async #startOnce(input: SagaInput, workflowId: string): Promise<GateReply> {
     const { rms, pool } = this.#options;
     const sessionId = sagaSessionId(this.#namespace, workflowId);
-    const { table, scope } = sagaDefinition(input.type, this.#options.types);
+    const def = sagaDefinition(input.type, this.#options.types);
+    const { table, scope } = def;
     const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs, metrics: this.#options.metrics };
     const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
     let gate: GateAnswer;
@@ -396,7 +397,9 @@ export class SagaClient {
       // An operation on an existing entity takes the entity's lock instead: its owner's only.
       const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
       if (locked.status === 'NOT_FOUND') {
-        throw new SagaInputError(`there is no ${scope} ${input.operation.entityId} to run ${input.type} on (or its creating saga was undone)`, ErrorType.ENTITY_NOT_FOUND);
+        // Named as the caller named it (an id of an earlier version is not answered with its new one).
+        const named = isEntityOperation(def) ? def.entity(input.payload) : input.operation.entityId;
+        throw new SagaInputError(entityNotFound(scope, named, input.type), ErrorType.ENTITY_NOT_FOUND);
       }
       gate = locked;
     } else {

@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import type { FencedTable, TransitionResult } from './db';
+import type { ClaimableRow } from './db/fenced-table';
 import { isRowId } from './db/fenced-table';
 import type { SagaMetrics } from './metrics';
 import { isSessionId, sessionTag, type EntityOwner, type Rms } from './rms';
@@ -168,7 +169,9 @@ export interface LockRequest {
  * (or for none: a row from before owners): no row, another owner's, or one whose creating saga was
  * undone → NOT_FOUND;
  * a row whose creating saga still runs → CONFLICT (retry after {@link CREATION_RUNNING_RETRY_MS});
- * either way the lock just taken is given back. A row already claimed with a token at or above the
+ * either way the lock just taken is given back. A lock someone holds → CONFLICT, after the same
+ * lookup for a request with an owner: one that may not see the entity learns nothing of its owner's
+ * work on it (NOT_FOUND). A row already claimed with a token at or above the
  * new one (Redis forgot the lock, and the clock issuing the new token is behind) gets the new token
  * raised above it, as the truth check of a reservation does.
  */
@@ -177,9 +180,13 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   // An id no row can have (past bigint, say) is a missing entity, answered before any lease is taken.
   if (!isRowId(req.entityId)) return { status: 'NOT_FOUND' };
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
-  if (reserved.status === 'CONFLICT') return reserved;
-  // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).
-  if (reserved.status === 'DUPLICATE') return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  if (reserved.status !== 'SUCCESS') {
+    // Someone holds the lock. Whether anyone may is the row's to say: a caller that may not see the
+    // entity is answered as for a missing one, not told that its owner is at work on it.
+    if (req.owner !== undefined && !visibleTo(await req.table.findById(deps.pool, req.entityId), req.owner)) return { status: 'NOT_FOUND' };
+    // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).
+    return reserved.status === 'CONFLICT' ? reserved : { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
+  }
   if (!reserved.alreadyHeld) deps.metrics?.leaseTaken(req.intentKey);
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   const giveBack = async () => {
@@ -193,8 +200,7 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     throw err;
   }
   // Another owner's entity is answered as a missing one: the caller learns nothing of it.
-  const foreign = req.owner !== undefined && row !== undefined && row.createdBy !== '' && row.createdBy !== req.owner;
-  if (!row || foreign || row.status === 'FAILED' || row.status === 'COMPENSATED') {
+  if (!visibleTo(row, req.owner)) {
     await giveBack();
     return { status: 'NOT_FOUND' };
   }
@@ -206,6 +212,15 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     return raiseAbove(deps, lease, row.lastOperationToken, reserved.expiresAt);
   }
   return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: reserved.alreadyHeld };
+}
+
+/**
+ * Whether `owner` may see an entity: its row exists, its creating saga was not undone, and it was
+ * created for `owner` (or for no one: a row from before owners were recorded). A request without an
+ * owner (a plain Temporal client's start) sees every entity.
+ */
+function visibleTo(row: ClaimableRow | undefined, owner: string | undefined): row is ClaimableRow {
+  return row !== undefined && row.status !== 'FAILED' && row.status !== 'COMPENSATED' && (owner === undefined || row.createdBy === '' || row.createdBy === owner);
 }
 
 /**

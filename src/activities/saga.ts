@@ -14,6 +14,7 @@ import type { SagaMetrics } from '../metrics';
 import { RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
+  encodeEntityId,
   SagaInputError,
   StepRejectedError,
   isEntityOperation,
@@ -166,7 +167,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
         if (req.entityId !== undefined) {
           // An entity operation: the entity's lock (see lockEntity).
           const locked = await lockEntity(gate, { ...request, entityId: req.entityId, ...(req.owner === undefined ? {} : { owner: req.owner }) });
-          if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no entity ${req.entityId} for ${req.type} (or its creating saga was undone)`);
+          if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no such entity for ${req.type} (or its creating saga was undone)`);
           answer = locked;
         } else {
           answer = await reserveIntent(gate, { ...request, ...(req.legacyIntentKey === undefined ? {} : { legacyIntentKey: req.legacyIntentKey }) });
@@ -223,7 +224,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
           await confirmLease(rms, lease, { metrics });
           await tx.query('COMMIT');
           open = false;
-          return { status: 'WRITTEN', entityId: written.id };
+          return { status: 'WRITTEN', entityId: encodeEntityId(intentSecret, def.table.table, written.id) };
         } finally {
           if (open) await tx.query('ROLLBACK').catch(() => undefined);
           tx.release();

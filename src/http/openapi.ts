@@ -97,7 +97,7 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         reason: { type: 'string' },
         intentKey: { type: 'string' },
         fencingToken: { type: 'string' },
-        entityId: { type: 'string', description: "the id of the saga's entity, once written: the id its type's operations take (e.g. order-cancel's `order`)" },
+        entityId: { type: 'string', description: "the id of the saga's entity, once written: opaque (22 base64url characters; a row number for sagas of earlier versions), the id its type's operations take (e.g. order-cancel's `order`)" },
         steps: { type: 'array', items: { type: 'string' }, description: 'the steps done, in order' },
         compensations: { type: 'array', items: { type: 'string' }, description: 'the compensations run, in order' },
         errors: { type: 'array', items: { type: 'object', properties: { at: { type: 'string' }, type: { type: 'string' }, message: { type: 'string' } }, required: ['at', 'message'] } },

@@ -17,6 +17,7 @@ export {
   SagaInputError,
   SagaDeclarationError,
   MAX_PAYLOAD_BYTES,
+  ENTITY_ID_PATTERN,
   type SagaDefinition,
   type EntityOperation,
   type SagaType,

@@ -115,7 +115,11 @@ export interface SagaDefinition<I = unknown> {
 
 /** What an operation's step handler knows besides its saga: the entity, and the earlier steps' results. */
 export interface OperationContext {
-  /** The entity's row id (the operation's lock is on it). */
+  /**
+   * The entity's row id (the operation's lock is on it): what the steps' SQL takes. Callers know the
+   * entity by another id (its saga's `entityId`, the row id encrypted); keep this one out of what
+   * they are told, an error message included.
+   */
   entityId: string;
   /** The recorded result of each earlier step of this saga, by step name. */
   results: Readonly<Record<string, unknown>>;
@@ -146,7 +150,10 @@ export interface EntityOperation<I = unknown> {
   scope: string;
   /** Validates and normalises the input. */
   schema: z.ZodType<I>;
-  /** The id of the entity's row in `table`, as a decimal string. */
+  /**
+   * The entity's id as the caller names it: the `entityId` its creating saga ended with (validate it
+   * with `ENTITY_ID_PATTERN`). An id that names no row of `table` is a missing entity.
+   */
   entity(input: I): string;
   /** The entity's table: it must carry `last_operation_token bigint` (see `FencedTable.claim`). */
   table: FencedTable;

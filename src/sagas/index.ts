@@ -8,6 +8,8 @@ import { keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
 import { ErrorType, IDEMPOTENCY_KEY_PATTERN, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
+import { decodeEntityId, encodeEntityId, entityNotFound } from './entity-id';
+export { decodeEntityId, encodeEntityId, entityNotFound, ENTITY_ID_PATTERN } from './entity-id';
 export * from './definition';
 export * from './define';
 import { sagaTypesOf } from './define';
@@ -159,8 +161,12 @@ export function prepareSaga(
   try {
     if (isEntityOperation(def)) {
       // The entity's lock: one per entity, shared by every operation type of its scope.
-      operation = { entityId: def.entity(payload) };
-      key = intentKey(`${def.scope}-lock`, { entity: operation.entityId }, options.intentSecret);
+      // Callers name the entity by the id they were handed; the lock and the steps take its row id.
+      const given = def.entity(payload);
+      const rowId = decodeEntityId(options.intentSecret, def.table.table, given);
+      if (rowId === undefined) throw new SagaInputError(entityNotFound(def.scope, given, type), ErrorType.ENTITY_NOT_FOUND);
+      operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId) };
+      key = intentKey(`${def.scope}-lock`, { entity: rowId }, options.intentSecret);
     } else {
       // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name.
       const intent = def.intent(payload);

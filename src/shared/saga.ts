@@ -175,7 +175,12 @@ export interface SagaInput {
    * Set when the saga type is an operation on an existing entity (order-cancel): `intentKey` is then
    * the entity's lock, and the saga runs its steps under that lock instead of writing a new row.
    */
-  operation?: { entityId: string };
+  operation?: {
+    /** The entity's row id: what the lock and the steps take. */
+    entityId: string;
+    /** The id callers name the entity by (see `encodeEntityId`); absent in plans of earlier versions. */
+    publicId?: string;
+  };
   /** Who the saga runs for (see {@link SagaStart.owner}); absent for a start without one. */
   owner?: string;
 }
@@ -224,7 +229,10 @@ export interface SagaState {
   reason?: string;
   reservation?: ReservationAnswer;
   fencingToken?: string;
-  /** Row id of the entity in PostgreSQL, once written. */
+  /**
+   * The id of the saga's entity, once written: opaque (the row id encrypted, see `encodeEntityId`),
+   * the id its type's operations take. Sagas of earlier versions recorded the row id.
+   */
   entityId?: string;
   stepsDone: string[];
   compensationsRun: string[];

@@ -318,7 +318,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
   const act = operationActivities(input);
   const { enter, finish } = lifecycle(state);
   state.fencingToken = fencingToken;
-  state.entityId = entityId;
+  // Callers see the id they name the entity by; plans of earlier versions have only the row id.
+  state.entityId = input.operation?.publicId ?? entityId;
   const owner = { type: input.type, intentKey: input.intentKey, sessionId: input.sessionId, fencingToken };
   const results: Record<string, unknown> = {};
   const request = (name: string) => ({

@@ -18,7 +18,8 @@ import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { dataConverterOf } from '../../src/temporal';
 import { createWorker, type AppWorker } from '../../src/worker';
-import { type SagaTypes } from '../../src/sagas';
+import { decodeEntityId, type SagaTypes } from '../../src/sagas';
+import { TEST_INTENT_SECRET } from './secrets';
 import type { SagaTimings } from '../../src/shared';
 import { testConfig } from './context';
 import { createProviderServer, ensureProviderSchema, PaymentProviderClient, type ProviderCharge, sagaTypesFor, type SimulatedOrderInput } from '../fixtures/orders';
@@ -145,4 +146,11 @@ export async function eventually<T>(read: () => Promise<T>, done: (value: T) => 
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** The row id an entity id handed to a caller names in `table` (the tests' intent secret). */
+export function rowIdOf(entityId: string, table = 'orders'): string {
+  const row = decodeEntityId(TEST_INTENT_SECRET, table, entityId);
+  if (row === undefined) throw new Error(`${entityId} names no row of ${table}`);
+  return row;
 }

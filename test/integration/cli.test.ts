@@ -8,7 +8,7 @@ import { sagaWorkflowId } from '../../src/shared';
 import { EXIT } from '../../src/cli';
 
 import { envOf } from '../helpers/processes';
-import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { order, rowIdOf, type SagaHarness, startHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD } from '../fixtures/orders';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
@@ -82,7 +82,7 @@ describe('saga CLI', () => {
 
     expect(cancel.code).toBe(EXIT.OK);
     expect(json<Started>(cancel.stdout)).toMatchObject({ workflowId: expect.stringMatching(/^order-cancel-/), reservation: { status: 'SUCCESS' }, final: { outcome: 'COMPLETED' } });
-    expect(json(intent.stdout)).toMatchObject({ intentKey: expect.stringMatching(/^order-lock:/), rms: { exists: false }, row: { id: created.entityId, status: 'COMPLETED' } });
+    expect(json(intent.stdout)).toMatchObject({ intentKey: expect.stringMatching(/^order-lock:/), rms: { exists: false }, row: { id: rowIdOf(created.entityId!), status: 'COMPLETED' } });
     expect(json<{ rms: { holder?: unknown } }>(intent.stdout).rms.holder).toBeUndefined();
     expect(missing.code).toBe(EXIT.USAGE);
     expect(missing.stderr).toContain('there is no order 987654321987');

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StartedSaga } from '../../src/client';
 import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
-import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { ordersTable, REFUND_REFUSED_CARD } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
@@ -45,10 +45,11 @@ interface OrderRow {
   last_operation_token: string | null;
 }
 
+/** The row of the order a caller knows as `id`. */
 async function rowOf(id: string): Promise<OrderRow> {
   const { rows } = await h.pool.query<OrderRow>(
     'SELECT items, amount_cents, payment_key, cancelled_at, cancelled_by, last_operation_token::text FROM orders WHERE id = $1',
-    [id],
+    [rowIdOf(id)],
   );
   return rows[0]!;
 }
@@ -96,7 +97,7 @@ describe('order-cancel', () => {
     expect(await h.chargesOf(created.sagaKey)).toMatchObject([{ status: 'succeeded', refunded: true, amount_cents: 2 * 1250 + 4999 }]);
     expect(await lockHolder(started)).toBeUndefined();
     // The order row still holds its intent: the same cart again is a duplicate.
-    expect((await ordersTable.findById(h.pool, created.id))?.status).toBe('COMPLETED');
+    expect((await ordersTable.findById(h.pool, rowIdOf(created.id)))?.status).toBe('COMPLETED');
   });
 
   it('refuses a second cancellation, leaving the first one as it was', async () => {
@@ -143,7 +144,41 @@ describe('order-cancel', () => {
     const beyond = '9999999999999999999';
 
     await expect(h.client.start('order-cancel', { order: beyond })).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
-    expect((await h.rms.inspect(h.client.prepare('order-cancel', { order: beyond }).intentKey)).holder).toBeUndefined();
+    // It is refused before the gate: no lock key names it, so none can be held.
+    expect(() => h.client.prepare('order-cancel', { order: beyond })).toThrow(expect.objectContaining({ code: 'ENTITY_NOT_FOUND' }));
+  });
+});
+
+describe('an order\'s id', () => {
+  it('is opaque: no row number, nothing to count along, and still the id its operations take', async () => {
+    const skus = await ownSkus();
+    const [first, second] = [await completedOrder(skus), await completedOrder(skus)];
+
+    for (const { id } of [first, second]) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    // The rows underneath are numbered in order; the ids show none of it.
+    expect(BigInt(rowIdOf(second.id))).toBeGreaterThan(BigInt(rowIdOf(first.id)));
+    expect(second.id).not.toContain(rowIdOf(second.id));
+    const cancel = await h.client.start('order-cancel', { order: first.id });
+    expect(await h.client.result(cancel.workflowId)).toMatchObject({ outcome: 'COMPLETED', entityId: first.id });
+  });
+
+  it('names no order when altered or made up, holding nothing', async () => {
+    const created = await completedOrder(await ownSkus());
+    const altered = created.id.slice(0, 3) + (created.id[3] === 'A' ? 'B' : 'A') + created.id.slice(4);
+
+    for (const id of [altered, 'A'.repeat(22)]) {
+      await expect(h.client.start('order-cancel', { order: id })).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND', message: expect.stringContaining(id) });
+    }
+    expect(await rowOf(created.id)).toMatchObject({ cancelled_at: null, last_operation_token: null });
+  });
+
+  it('of an earlier version (the row id) still names the order for its owner, and the operation answers with the new id', async () => {
+    const created = await completedOrder(await ownSkus());
+
+    const cancel = await h.client.start('order-cancel', { order: rowIdOf(created.id) });
+
+    expect(await h.client.result(cancel.workflowId)).toMatchObject({ outcome: 'COMPLETED', entityId: created.id });
+    await expect(h.client.start('order-cancel', { order: rowIdOf(created.id) }, { owner: 'someone-else' })).rejects.toMatchObject({ code: 'ENTITY_NOT_FOUND' });
   });
 });
 
@@ -151,7 +186,7 @@ describe('an order\'s owner', () => {
   it('is recorded with the order, and another owner\'s operation is answered as one on a missing order, holding nothing', async () => {
     const skus = await ownSkus();
     const created = await completedOrder(skus);
-    const { rows } = await h.pool.query<{ created_by: string }>('SELECT created_by FROM orders WHERE id = $1', [created.id]);
+    const { rows } = await h.pool.query<{ created_by: string }>('SELECT created_by FROM orders WHERE id = $1', [rowIdOf(created.id)]);
     expect(rows).toEqual([{ created_by: 'app' }]);
 
     // One after the other: two at once share the order's lock, and the second would get CONFLICT.
@@ -169,10 +204,21 @@ describe('an order\'s owner', () => {
     expect((await h.client.result(own.workflowId)).outcome).toBe('COMPLETED');
   });
 
+  it('learns nothing of another owner\'s work on its order: a held lock is CONFLICT to the owner, a missing order to anyone else', async () => {
+    const skus = await ownSkus();
+    const created = await completedOrder(skus);
+    const amending = await h.client.start('order-amend', { order: created.id, items: [{ sku: skus[0], quantity: 3 }], payment: { card: CARD }, simulate: { stepDelayMs: 2000 } });
+    await eventually(() => h.client.status(amending.workflowId), (s) => s.state.stepsDone.includes('priceAmendment'), 'the amendment to hold the lock');
+
+    await expect(h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' })).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
+    expect(await h.client.start('order-cancel', { order: created.id })).toMatchObject({ started: false, reservation: { status: 'CONFLICT' } });
+    expect((await h.client.result(amending.workflowId)).outcome).toBe('COMPLETED');
+  });
+
   it('is none for an order from before owners were recorded: any owner\'s operation finds it, as before', async () => {
     const skus = await ownSkus();
     const created = await completedOrder(skus);
-    await h.pool.query("UPDATE orders SET created_by = '' WHERE id = $1", [created.id]);
+    await h.pool.query("UPDATE orders SET created_by = '' WHERE id = $1", [rowIdOf(created.id)]);
 
     const cancel = await h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' });
 
@@ -215,7 +261,7 @@ describe('an order whose saga ended COMPENSATION_FAILED', () => {
     const settled = await h.client.settle(started.workflowId, 'undo');
 
     expect(settled).toEqual({ workflowId: started.workflowId, row: 'COMPENSATED', intentFreed: true });
-    expect((await ordersTable.findById(h.pool, entityId))?.status).toBe('COMPENSATED');
+    expect((await ordersTable.findById(h.pool, rowIdOf(entityId)))?.status).toBe('COMPENSATED');
     await expect(h.client.start('order-cancel', { order: entityId })).rejects.toMatchObject({ code: 'ENTITY_NOT_FOUND' });
     const again = await h.client.start('order', cart);
     expect(again.reservation.status).toBe('SUCCESS');
@@ -226,7 +272,7 @@ describe('an order whose saga ended COMPENSATION_FAILED', () => {
     const created = await completedOrder(await ownSkus());
 
     await expect(h.client.settle(created.sagaKey, 'undo')).rejects.toMatchObject({ name: 'SettleError', message: expect.stringContaining('not COMPENSATION_FAILED') });
-    expect((await ordersTable.findById(h.pool, created.id))?.status).toBe('COMPLETED');
+    expect((await ordersTable.findById(h.pool, rowIdOf(created.id)))?.status).toBe('COMPLETED');
   });
 });
 
@@ -330,14 +376,14 @@ describe('fencing', () => {
   it('claims a COMPLETED row only for a token at or above the last claim', async () => {
     const skus = await ownSkus();
     const created = await completedOrder(skus);
-    const claim = (token: string) => ordersTable.claim(h.pool, { id: created.id, fencingToken: token });
-    const base = BigInt((await ordersTable.findById(h.pool, created.id))!.lastFencingToken);
+    const claim = (token: string) => ordersTable.claim(h.pool, { id: rowIdOf(created.id), fencingToken: token });
+    const base = BigInt((await ordersTable.findById(h.pool, rowIdOf(created.id)))!.lastFencingToken);
 
     expect(await claim(String(base + 10n))).toEqual({ status: 'CLAIMED' });
     expect(await claim(String(base + 10n))).toEqual({ status: 'CLAIMED' });
     expect(await claim(String(base + 5n))).toEqual({ status: 'FENCED_OUT' });
     expect(await ordersTable.claim(h.pool, { id: '987654321987', fencingToken: '1' })).toEqual({ status: 'NOT_FOUND' });
-    expect((await ordersTable.findById(h.pool, created.id))?.lastOperationToken).toBe(String(base + 10n));
+    expect((await ordersTable.findById(h.pool, rowIdOf(created.id)))?.lastOperationToken).toBe(String(base + 10n));
   });
 
   it('fences out a lock holder paused past its lease: the newer holder\'s operation stands, the stale one undoes its own charge', async () => {

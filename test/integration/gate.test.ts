@@ -407,7 +407,7 @@ describe('a retry with the same idempotency key', () => {
 
     expect(again).toEqual({ ...first, outcome: 'COMPLETED', replayed: true });
     // The id its type's operations take (order-cancel's order), read from history.
-    expect(status).toMatchObject({ status: 'COMPLETED', state: { outcome: 'COMPLETED', phase: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) } });
+    expect(status).toMatchObject({ status: 'COMPLETED', state: { outcome: 'COMPLETED', phase: 'COMPLETED', entityId: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) } });
   });
 
   it('after its saga was compensated and freed the intent starts no second saga, and leaves no lease behind', async () => {
@@ -462,7 +462,7 @@ describe('a request that asks to wait for the saga (waitMs)', () => {
 
     const [final, waited] = await withWorker(() => Promise.all([h.client.result(first.workflowId), waiting]));
 
-    expect(final).toMatchObject({ outcome: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) });
+    expect(final).toMatchObject({ outcome: 'COMPLETED', entityId: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) });
     expect(waited).toEqual({ ...first, replayed: true, outcome: 'COMPLETED', final });
   });
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { createSagaServer, type SagaBackend, type SagaServerOptions } from '../../src/http';
 
 import { envOf } from '../helpers/processes';
-import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { sagaTypesFor } from '../fixtures/orders';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -296,7 +296,7 @@ describe('POST with Prefer: wait', () => {
 
     expect(first.status).toBe(201);
     const body = (await first.json()) as { workflowId: string; outcome?: string; entityId?: string };
-    expect(body).toMatchObject({ reservation: { status: 'SUCCESS' }, outcome: 'COMPLETED', entityId: expect.stringMatching(/^\d+$/) });
+    expect(body).toMatchObject({ reservation: { status: 'SUCCESS' }, outcome: 'COMPLETED', entityId: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/) });
     expect(retry.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await retry.json()).toEqual(body);
@@ -353,7 +353,8 @@ describe('reading and cancelling sagas', () => {
 
     const cancel = await start('order-cancel', { order: final.entityId }, { key: uniqueKey('cancel-own') });
 
-    expect(final.entityId).toMatch(/^\d+$/);
+    // Opaque: no row number to count along.
+    expect(final.entityId).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(cancel.status).toBe(201);
     const cancelled = (await cancel.json()) as { workflowId: string };
     const done = await eventually(
@@ -375,7 +376,7 @@ describe('reading and cancelling sagas', () => {
     const problems = await Promise.all([cancel, amend, missing].map((r) => expectProblem(r, 404, '/problems/entity-not-found')));
     // The same answer, word for word but the id, for another's order and for none.
     expect(problems[0]!.detail.replace(entityId, '<id>')).toBe(problems[2]!.detail.replace('987654321985', '<id>'));
-    const { rows } = await h.pool.query('SELECT cancelled_at, created_by FROM orders WHERE id = $1', [entityId]);
+    const { rows } = await h.pool.query('SELECT cancelled_at, created_by FROM orders WHERE id = $1', [rowIdOf(entityId)]);
     expect(rows).toEqual([{ cancelled_at: null, created_by: 'http:alice' }]);
   });
 

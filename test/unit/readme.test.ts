@@ -18,7 +18,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { buildProgram, EXIT } from '../../src/cli';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config';
-import { planSaga, prepareSaga } from '../../src/sagas';
+import { planSaga, prepareSaga, SagaInputError } from '../../src/sagas';
 import { DEMO_COLUMNS } from '../../scripts/demo/report';
 import { temporalAnswerArgs, temporalResultArgs, temporalShowArgs, temporalStartArgs } from '../../scripts/demo/temporal-cli';
 import { codeBlocks, headingAnchors, inlineCode, linkTargets, section, shellCommands, withoutSection, type ShellCommand } from '../helpers/markdown';
@@ -180,7 +180,17 @@ describe('the README and docs/', () => {
         const options = { idempotencyKey: optionValue(args, '--idempotency-key'), timings: { ...config.saga, compensationAttempts: 1 }, types: sagaTypesFor(config), intentSecret: TEST_INTENT_SECRET };
         // `@path` names a file of the repository (the CLI reads it from the working directory).
         const json = data.startsWith('@') ? read(data.slice(1)) : data;
-        expect(() => prepareSaga(type!, JSON.parse(json), options), `${file}: ${command.line}`).not.toThrow();
+        const prepared = (() => {
+          try {
+            prepareSaga(type!, JSON.parse(json), options);
+            return 'accepted';
+          } catch (err) {
+            // An operation names an entity of the reader's own (an id its deployment handed out):
+            // the data is accepted, and that entity is not found under the tests' secret.
+            return err instanceof SagaInputError && err.code === 'ENTITY_NOT_FOUND' ? 'accepted' : String(err);
+          }
+        })();
+        expect(prepared, `${file}: ${command.line}`).toBe('accepted');
       }
     }
   });

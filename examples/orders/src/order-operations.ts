@@ -16,6 +16,7 @@ import { PaymentDeclinedError, RefundRefusedError, type PaymentProviderClient } 
 import {
   CompensationRefusedError,
   defineOperation,
+  ENTITY_ID_PATTERN,
   externalStep,
   StepRejectedError,
   stepIdempotencyKey,
@@ -26,8 +27,8 @@ import {
 } from 'reservation-saga';
 import { bySku, paymentSchema, skuSchema, slowed } from './order';
 
-/** An order's row id, as the `order` saga's result names it (`entityId`). */
-const orderId = z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be an order id (a positive integer, as a string)');
+/** An order's id, as the `order` saga's result names it (`entityId`). */
+const orderId = z.string().regex(ENTITY_ID_PATTERN, 'must be an order id (the `entityId` of its order saga)');
 
 const cancelSchema = z.object({ order: orderId }).strict();
 
@@ -130,7 +131,7 @@ export function orderCancelSagaType(payments: PaymentProviderClient): EntityOper
   const cancelOrder: StepHandler<OrderCancelInput> = async (tx, ctx) => {
     const { entityId } = operationOf(ctx);
     const { terms, cancelled } = await orderRow(tx, entityId);
-    if (cancelled) throw new StepRejectedError(`order ${entityId} is cancelled already`, 'ORDER_CANCELLED');
+    if (cancelled) throw new StepRejectedError('the order is cancelled already', 'ORDER_CANCELLED');
     await moveStock(tx, stockDelta(terms.items, []));
     await tx.query('UPDATE orders SET cancelled_at = now(), cancelled_by = $2, updated_at = now() WHERE id = $1', [entityId, ctx.sagaKey]);
     return { paymentKey: terms.paymentKey, amountCents: terms.amountCents };
@@ -175,10 +176,10 @@ export function orderAmendSagaType(payments: PaymentProviderClient): EntityOpera
   const priceAmendment: StepHandler<OrderAmendInput> = async (tx, ctx) => {
     const { entityId } = operationOf(ctx);
     const { terms, cancelled } = await orderRow(tx, entityId);
-    if (cancelled) throw new StepRejectedError(`order ${entityId} is cancelled`, 'ORDER_CANCELLED');
+    if (cancelled) throw new StepRejectedError('the order is cancelled', 'ORDER_CANCELLED');
     const lines = new Map(terms.items.map((i) => [i.sku, i]));
     for (const { sku } of ctx.input.items) {
-      if (!lines.has(sku)) throw new StepRejectedError(`order ${entityId} has no line ${sku}; an amendment changes quantities of its lines`, 'NOT_IN_ORDER');
+      if (!lines.has(sku)) throw new StepRejectedError(`the order has no line ${sku}; an amendment changes quantities of its lines`, 'NOT_IN_ORDER');
     }
     const wanted = new Map(ctx.input.items.map((i) => [i.sku, i.quantity]));
     const items = terms.items.map((i) => ({ ...i, quantity: wanted.get(i.sku) ?? i.quantity })).filter((i) => i.quantity > 0);

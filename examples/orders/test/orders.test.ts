@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { loadConfig, SagaClient, type Config } from 'reservation-saga';
+import { ENTITY_ID_PATTERN, loadConfig, SagaClient, type Config } from 'reservation-saga';
 import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
 import { migrateOrders } from '../src/migrate';
 import { createProviderServer, ensureProviderSchema, runPaymentProvider } from '../src/provider';
@@ -84,7 +84,9 @@ void describe('the order app', () => {
     const final = await client.result(started.workflowId);
 
     assert.equal(final.outcome, 'COMPLETED');
-    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM orders WHERE id = $1', [final.entityId]);
+    // The id the order is handed out by is opaque; the row is found by its intent.
+    assert.match(final.entityId ?? '', ENTITY_ID_PATTERN);
+    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM orders WHERE intent_key = $1', [started.intentKey]);
     assert.deepEqual(rows, [{ status: 'COMPLETED', amount_cents: '2500' }]);
   });
 
@@ -117,7 +119,7 @@ void describe('the order app', () => {
     const cancel = await client.start('order-cancel', { order: entityId }, { idempotencyKey: `c-${randomUUID()}` });
 
     assert.equal((await client.result(cancel.workflowId)).outcome, 'COMPLETED');
-    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE id = $1', [entityId]);
+    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1', [created.intentKey]);
     assert.deepEqual(rows, [{ cancelled: true }]);
   });
 });

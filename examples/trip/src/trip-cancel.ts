@@ -10,11 +10,11 @@
  * never refused, and the refund is a step in our own database).
  */
 import { z } from 'zod';
-import { defineOperation, externalStep, StepRejectedError, type EntityOperation, type StepContext, type StepHandler } from 'reservation-saga';
+import { defineOperation, ENTITY_ID_PATTERN, externalStep, StepRejectedError, type EntityOperation, type StepContext, type StepHandler } from 'reservation-saga';
 import { refund, type TripServices } from './trip';
 import { tripsTable } from './trips-table';
 
-const cancelSchema = z.object({ trip: z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be a trip id (the `entityId` of its trip saga)') }).strict();
+const cancelSchema = z.object({ trip: z.string().regex(ENTITY_ID_PATTERN, 'must be a trip id (the `entityId` of its trip saga)') }).strict();
 
 /** A validated `trip-cancel` input. */
 export type TripCancelInput = z.infer<typeof cancelSchema>;
@@ -41,7 +41,7 @@ export function tripCancelSagaType(services: TripServices): EntityOperation<Trip
       [entityId],
     );
     const trip = rows[0]!;
-    if (trip.cancelled) throw new StepRejectedError(`trip ${entityId} is cancelled already`, 'TRIP_CANCELLED');
+    if (trip.cancelled) throw new StepRejectedError('the trip is cancelled already', 'TRIP_CANCELLED');
     await tx.query('UPDATE trips SET cancelled_at = now(), cancelled_by = $2, updated_at = now() WHERE id = $1', [entityId, ctx.sagaKey]);
     return { roomHoldKey: trip.room_hold_key, seatHoldKey: trip.seat_hold_key, chargeKey: trip.charge_key } satisfies CancelledTrip;
   };

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { loadConfig, SagaClient, type Config } from 'reservation-saga';
+import { ENTITY_ID_PATTERN, loadConfig, SagaClient, type Config } from 'reservation-saga';
 import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
 import { migrateTrip } from '../src/migrate';
 import { DECLINED_CARD, tripSagas, type TripInput } from '../src/sagas';
@@ -156,7 +156,8 @@ void describe('the trip app', () => {
     const final = await client.result(started.workflowId);
 
     assert.equal(final.outcome, 'COMPLETED');
-    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM trips WHERE id = $1', [final.entityId]);
+    assert.match(final.entityId ?? '', ENTITY_ID_PATTERN);
+    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM trips WHERE intent_key = $1', [started.intentKey]);
     assert.deepEqual(rows, [{ status: 'COMPLETED', amount_cents: '84900' }]);
     assert.deepEqual(await holdStatuses(hotel, started.workflowId), ['HELD']);
     assert.deepEqual(await holdStatuses(airline, started.workflowId), ['HELD']);
@@ -264,7 +265,7 @@ void describe('the trip app', () => {
     assert.equal(await roomsFree(place), 5);
     assert.equal(await seatsFree(place), 5);
     assert.deepEqual(await charge(booked.workflowId), { status: 'REFUNDED', amount_cents: '84900', refunded_by: cancel.workflowId });
-    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM trips WHERE id = $1', [entityId]);
+    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM trips WHERE intent_key = $1', [booked.intentKey]);
     assert.deepEqual(rows, [{ cancelled: true }]);
 
     // Cancelling it again is refused: nothing is released or refunded twice.
