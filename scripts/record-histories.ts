@@ -102,6 +102,9 @@ async function main(): Promise<void> {
     shapes['by-type-completed'] = await startByType(key, { type: 'order', idempotencyKey: key, data: cart('4242424242424242') });
     const conflictKey = randomUUID();
     shapes['by-type-conflict'] = await startByType(conflictKey, { type: 'order', idempotencyKey: conflictKey, data: held });
+    // One that names its owner: the saga records the owner in its memo (memo-owner).
+    const ownedKey = randomUUID();
+    shapes['by-type-owned'] = await startByType(ownedKey, { type: 'order', idempotencyKey: ownedKey, data: cart('4242424242424242'), owner: 'plain-owner' });
     const badKey = randomUUID();
     shapes['by-type-invalid'] = await startByType(badKey, { type: 'order', idempotencyKey: badKey, payload: held });
     // The idempotency store's purge, as its schedule starts it (src/schedules.ts).

@@ -201,7 +201,7 @@ export interface SagaMemo {
   requestHash?: string;
   /** The saga's reservation answer. */
   reservation?: ReservationAnswer;
-  /** Who the saga runs for ({@link SagaStart.owner}), as SagaClient started it. */
+  /** Who the saga runs for ({@link SagaStart.owner}): set by SagaClient at start, by the saga for a plain start that names one. */
   owner?: string;
 }
 

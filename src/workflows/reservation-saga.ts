@@ -75,6 +75,13 @@ export const PLAN_BEFORE_CANCEL_PATCH = 'plan-before-cancellation';
  */
 export const REJECTED_FAILS_PATCH = 'rejected-saga-fails';
 
+/**
+ * A saga whose start names an owner the memo does not (a plain Temporal client's start: SagaClient
+ * sets the memo itself) records it in the memo, where status, cancel and list read it: the saga is
+ * its owner's only, as one SagaClient started.
+ */
+export const MEMO_OWNER_PATCH = 'memo-owner';
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -279,7 +286,10 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   state.reservation = answer;
   // A retry with the same key is answered from the memo by one describe call, without a worker.
   const memo: SagaMemo = workflowInfo().memo ?? {};
-  if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer)) upsertMemo({ requestHash: planned.requestHash, reservation: answer } satisfies SagaMemo);
+  const owned = planned.owner !== undefined && memo.owner !== planned.owner && patched(MEMO_OWNER_PATCH);
+  if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer) || owned) {
+    upsertMemo({ requestHash: planned.requestHash, reservation: answer, ...(owned ? { owner: planned.owner } : {}) } satisfies SagaMemo);
+  }
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
   if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state);
