@@ -28,7 +28,7 @@ async function run(type: string, refundable = false) {
   const data = order({ items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }], ...(refundable ? {} : { payment: { card: REFUND_REFUSED_CARD } }) });
   const started = await h.client.start(type, data);
   expect(started.reservation.status).toBe('SUCCESS');
-  return { intentKey: started.intentKey, final: await h.client.result(started.workflowId) };
+  return { data, workflowId: started.workflowId, intentKey: started.intentKey, final: await h.client.result(started.workflowId) };
 }
 
 describe('compensation policy', () => {
@@ -69,5 +69,18 @@ describe('compensation policy', () => {
     const rms = await h.rms.inspect(intentKey);
     expect(rms).toMatchObject({ exists: true, existsToken: final.fencingToken });
     expect(rms.holder).toBeUndefined();
+  });
+
+  it('keeps the intent taken when an operator undoes a stuck entity of a type that does not free it', async () => {
+    const { data, workflowId, intentKey, final } = await run('order-keep-intent');
+    expect(final.outcome).toBe('COMPENSATION_FAILED');
+
+    const settled = await h.client.settle(workflowId, 'undo');
+
+    expect(settled).toEqual({ workflowId, row: 'COMPENSATED', intentFreed: false });
+    expect((await ordersTable.find(h.pool, intentKey))?.status).toBe('COMPENSATED');
+    expect(await h.rms.inspect(intentKey)).toMatchObject({ exists: true, existsToken: final.fencingToken });
+    expect((await h.rms.inspect(intentKey)).holder).toBeUndefined();
+    expect((await h.client.start('order-keep-intent', data)).reservation.status).toBe('DUPLICATE');
   });
 });
