@@ -95,6 +95,9 @@ async function main(): Promise<void> {
     shapes['gate-rejected'] = (await shortClient.start('order', contested)).workflowId;
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
     const taker = await client.start('order', contested);
+    // Past its deadline: during its first step (it compensates, EXPIRED), and before any worker ran it (it writes nothing).
+    shapes['gate-expired'] = (await client.start('order', slowSteps(), { deadlineMs: 2000 })).workflowId;
+    shapes['gate-expired-unwritten'] = (await client.start('order', cart('4242424242424242'), { deadlineMs: 1 })).workflowId;
     // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
     const held = cart('4242424242424242');
     const holder = await client.start('order', held);

@@ -168,12 +168,18 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .requiredOption('--type <type>', 'saga type, e.g. order')
     .requiredOption('--data <json>', 'the saga input: JSON, @file.json, or - for stdin (keeps secrets out of shell history)')
     .option('--idempotency-key <key>', 'the caller\'s idempotency key (default: a new UUID)')
+    .addOption(
+      new Option('--deadline-ms <ms>', 'how long the saga may take, at most its type\'s deadline (default: the type\'s); past it the saga compensates and ends EXPIRED').argParser((v) => {
+        if (!/^[1-9]\d*$/.test(v)) throw new UsageError('--deadline-ms must be a positive whole number of milliseconds');
+        return v;
+      }),
+    )
     .option('--wait', 'wait for the saga to end and include its final state')
     .option('--json', 'print JSON')
-    .action(async (opts: { type: string; data: string; idempotencyKey?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (opts: { type: string; data: string; idempotencyKey?: string; deadlineMs?: string; wait?: boolean; json?: boolean }) => {
       const data = await readData(opts.data);
       await withClient(async (client) => {
-        const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey });
+        const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey, ...(opts.deadlineMs === undefined ? {} : { deadlineMs: Number(opts.deadlineMs) }) });
         const r = started.reservation;
         let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
         let final: SagaState | undefined;
@@ -228,7 +234,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .command('list')
     .description('list sagas, newest first')
     .option('--type <type>', 'only this saga type')
-    .option('--outcome <outcome>', 'only this outcome: COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED')
+    .option('--outcome <outcome>', 'only this outcome: COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED, EXPIRED')
     .option('--phase <phase>', 'only this phase')
     .addOption(new Option('--limit <n>', 'at most n').default('100').argParser((v) => {
       if (!/^\d+$/.test(v) || Number(v) < 1) throw new UsageError('--limit must be a positive whole number');

@@ -98,6 +98,13 @@ export interface StartOptions {
    * @default the client's {@link SagaClientOptions.owner}
    */
   owner?: string;
+  /**
+   * How long the saga may take from its start, in ms: at most its type's `deadlineMs`, which it
+   * defaults to. Past it the saga takes no further step, compensates and ends EXPIRED. A deadline
+   * the type does not allow throws SagaInputError (INVALID_INPUT) before the gate.
+   * @default the type's `deadlineMs` (none, if it declares none)
+   */
+  deadlineMs?: number;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -309,12 +316,17 @@ export class SagaClient {
 
   /** Validates a request without starting anything (SagaInputError when it is bad), for the client's owner or `owner`. */
   prepare(type: string, data: unknown, idempotencyKey?: string, owner?: string): SagaInput {
+    return this.#prepare(type, data, { idempotencyKey, owner });
+  }
+
+  #prepare(type: string, data: unknown, options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>): SagaInput {
     return prepareSaga(type, data, {
-      idempotencyKey,
+      idempotencyKey: options.idempotencyKey,
       timings: this.#options.timings,
       types: this.#options.types,
       intentSecret: this.#options.intentSecret,
-      owner: owner ?? this.#options.owner ?? DEFAULT_OWNER,
+      owner: options.owner ?? this.#options.owner ?? DEFAULT_OWNER,
+      deadlineMs: options.deadlineMs,
     });
   }
 
@@ -346,7 +358,7 @@ export class SagaClient {
       throw new TypeError(`SagaClient.start: waitMs must be a whole number of milliseconds from 0 to ${MAX_WAIT_MS} (got ${waitMs})`);
     }
     if (options.owner !== undefined) checkOwner(options.owner, 'SagaClient.start: owner');
-    const input = this.prepare(type, data, options.idempotencyKey, options.owner);
+    const input = this.#prepare(type, data, options);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
     // Concurrent identical requests from this client share one answer.
     const flightKey = `${workflowId}\u0000${input.requestHash}`;
@@ -413,7 +425,15 @@ export class SagaClient {
     }
     const reservation = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
-    const start: SagaStart = { type: input.type, idempotencyKey: input.idempotencyKey, data: input.payload, timings: input.timings, reservation, owner: input.owner };
+    const start: SagaStart = {
+      type: input.type,
+      idempotencyKey: input.idempotencyKey,
+      data: input.payload,
+      timings: input.timings,
+      reservation,
+      owner: input.owner,
+      ...(input.deadlineMs === undefined ? {} : { deadlineMs: input.deadlineMs }),
+    };
     try {
       const [client, { INTENT_KEY, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
       const handle = await client.workflow.start<typeof reservationSaga>(RESERVATION_SAGA_WORKFLOW, {

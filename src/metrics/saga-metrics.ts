@@ -23,9 +23,9 @@ export type CompensationOutcome = 'succeeded' | 'replayed' | 'refused' | 'cancel
 /** What a read-repair left in Redis. */
 export type RepairOutcome = 'marked' | 'freed';
 /** A saga's end: its SagaOutcome, or FAILED when the workflow failed without one (input it could not run). */
-export type SagaEnd = 'COMPLETED' | 'REJECTED' | 'COMPENSATED' | 'COMPENSATION_FAILED' | 'FAILED';
+export type SagaEnd = 'COMPLETED' | 'REJECTED' | 'COMPENSATED' | 'COMPENSATION_FAILED' | 'EXPIRED' | 'FAILED';
 
-const SAGA_ENDS: ReadonlySet<string> = new Set<SagaEnd>(['COMPLETED', 'REJECTED', 'COMPENSATED', 'COMPENSATION_FAILED', 'FAILED']);
+const SAGA_ENDS: ReadonlySet<string> = new Set<SagaEnd>(['COMPLETED', 'REJECTED', 'COMPENSATED', 'COMPENSATION_FAILED', 'EXPIRED', 'FAILED']);
 const ANSWERS: ReadonlySet<string> = new Set(['SUCCESS', 'DUPLICATE', 'CONFLICT']);
 /** The activities that write fenced rows (the only ones a FENCED_OUT refusal comes from). */
 const FENCED_ACTIVITIES: ReadonlySet<string> = new Set(['writeEntity', 'finalizeEntity', 'completeEntity', 'undoEntity']);
@@ -131,7 +131,7 @@ export class SagaMetrics {
     });
     this.#ended = new Counter({
       name: 'saga_sagas_ended_total',
-      help: 'Sagas that ended, by saga type and outcome (COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED, or FAILED: input the worker could not run).',
+      help: 'Sagas that ended, by saga type and outcome (COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED, EXPIRED, or FAILED: input the worker could not run).',
       labelNames: ['saga_type', 'outcome'],
       registers,
     });

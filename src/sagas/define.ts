@@ -5,7 +5,7 @@
  * in a worker half-way through a saga.
  */
 import { FencedTable } from '../db/fenced-table';
-import { ErrorType, type CompensationPolicy } from '../shared/saga';
+import { ErrorType, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
 import { SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
@@ -73,6 +73,9 @@ function checkDeclaration(def: SagaType<unknown>): void {
       named.add(name);
       if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
     }
+  }
+  if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
+    throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
   }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
   if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step`);

@@ -110,6 +110,13 @@ export interface SagaDefinition<I = unknown> {
   /** Implementations of every step and compensation named in `steps`: in our database, or external. */
   handlers: Record<string, StepImplementation<I>>;
   /** How compensations run. */
+  /**
+   * How long a saga of this type may take from its start, in ms (at most 30 days); a start may ask
+   * for less, never more. Past it the saga takes no further step, compensates what it did and ends
+   * EXPIRED; a step or compensation that is running is never cut. Absent: no deadline (a start may
+   * still set one).
+   */
+  deadlineMs?: number;
   compensation: CompensationPolicy;
 }
 
@@ -166,6 +173,13 @@ export interface EntityOperation<I = unknown> {
   /** Implementations of every step and compensation named in `steps` (their context has `operation`). */
   handlers: Record<string, StepImplementation<I>>;
   /** How compensations run (`freeIntent` does not apply: a lock is always released). */
+  /**
+   * How long a saga of this type may take from its start, in ms (at most 30 days); a start may ask
+   * for less, never more. Past it the saga takes no further step, compensates what it did and ends
+   * EXPIRED; a step or compensation that is running is never cut. Absent: no deadline (a start may
+   * still set one).
+   */
+  deadlineMs?: number;
   compensation: CompensationPolicy;
 }
 

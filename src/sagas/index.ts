@@ -6,7 +6,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
+import { ErrorType, IDEMPOTENCY_KEY_PATTERN, MAX_DEADLINE_MS, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type SagaType } from './definition';
 import { decodeEntityId, encodeEntityId, entityNotFound } from './entity-id';
 export { decodeEntityId, encodeEntityId, entityNotFound, ENTITY_ID_PATTERN } from './entity-id';
@@ -135,9 +135,10 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array; owner?: string },
+  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array; owner?: string; deadlineMs?: number | undefined },
 ): SagaInput {
   const def = sagaDefinition(type, options.types);
+  const deadlineMs = deadlineOf(def, options.deadlineMs);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
   if (!IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
     throw new SagaInputError(
@@ -191,7 +192,24 @@ export function prepareSaga(
     timings: options.timings,
     ...(operation ? { operation } : {}),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
+    ...(deadlineMs === undefined ? {} : { deadlineMs }),
   };
+}
+
+/**
+ * The deadline of a saga of `def` whose start asks for `asked` ms: at most the type's, which it
+ * defaults to. @throws SagaInputError for one that is no whole number of ms from 1 to 30 days, or
+ * above the type's.
+ */
+function deadlineOf(def: SagaType<unknown>, asked: number | undefined): number | undefined {
+  if (asked === undefined) return def.deadlineMs;
+  if (!Number.isInteger(asked) || asked < 1 || asked > MAX_DEADLINE_MS) {
+    throw new SagaInputError(`invalid deadline ${asked}: a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`, ErrorType.INVALID_INPUT);
+  }
+  if (def.deadlineMs !== undefined && asked > def.deadlineMs) {
+    throw new SagaInputError(`invalid deadline ${asked}: a ${def.type} saga may take at most ${def.deadlineMs} ms`, ErrorType.INVALID_INPUT);
+  }
+  return asked;
 }
 
 /**
@@ -293,6 +311,8 @@ const sagaStartSchema = z
     timings: timingFields.partial().optional(),
     reservation: reservationSchema.optional(),
     owner: z.string().regex(OWNER_PATTERN, 'must be 1-64 letters, digits and . _ : - (starting with a letter or digit)').optional(),
+    // Checked against the type's bound by prepareSaga.
+    deadlineMs: z.number().optional(),
   })
   .strict();
 
@@ -319,7 +339,7 @@ export function planSaga(
   const unknown = Object.keys(candidate).filter((k) => !Object.hasOwn(sagaStartSchema.shape, k));
   if (unknown.length > 0) {
     throw new SagaInputError(
-      `invalid saga input: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a saga is started with {type, idempotencyKey, data}, optionally timings and owner)`,
+      `invalid saga input: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a saga is started with {type, idempotencyKey, data}, optionally timings, owner and deadlineMs)`,
       ErrorType.INVALID_INPUT,
     );
   }
@@ -331,13 +351,13 @@ export function planSaga(
     const where = issue.path.length ? issue.path.join('.') : '(root)';
     throw new SagaInputError(`invalid saga input at ${where}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const { type, idempotencyKey, data, reservation, owner } = parsed.data;
+  const { type, idempotencyKey, data, reservation, owner, deadlineMs } = parsed.data;
   const timingsParsed = timingsSchema.safeParse({ ...ctx.timings, ...parsed.data.timings });
   if (!timingsParsed.success) {
     const issue = timingsParsed.error.issues[0]!;
     throw new SagaInputError(`invalid saga timings${issue.path.length ? ` at ${issue.path.join('.')}` : ''}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types, intentSecret: ctx.intentSecret, owner });
+  const input = prepareSaga(type, data, { idempotencyKey, timings: timingsParsed.data, types: ctx.types, intentSecret: ctx.intentSecret, owner, deadlineMs });
   const expected = sagaWorkflowId(type, idempotencyKey);
   if (ctx.workflowId !== expected) {
     throw new SagaInputError(

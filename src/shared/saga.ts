@@ -2,7 +2,7 @@
  * The reservation saga's contract, shared by the workflow (sandbox-safe: no Node APIs here), the
  * activities and the client.
  */
-/** Phases of a saga, in order; the last four are terminal. */
+/** Phases of a saga, in order; the last five are terminal. */
 export const SagaPhase = {
   RESERVING: 'RESERVING',
   WRITING: 'WRITING',
@@ -13,6 +13,7 @@ export const SagaPhase = {
   REJECTED: 'REJECTED',
   COMPENSATED: 'COMPENSATED',
   COMPENSATION_FAILED: 'COMPENSATION_FAILED',
+  EXPIRED: 'EXPIRED',
 } as const;
 export type SagaPhase = (typeof SagaPhase)[keyof typeof SagaPhase];
 
@@ -22,6 +23,11 @@ export const SagaOutcome = {
   REJECTED: 'REJECTED',
   COMPENSATED: 'COMPENSATED',
   COMPENSATION_FAILED: 'COMPENSATION_FAILED',
+  /**
+   * Its deadline passed: it took no step after it, and everything it had done is undone (or it
+   * wrote nothing: the deadline passed before its fenced write).
+   */
+  EXPIRED: 'EXPIRED',
 } as const;
 export type SagaOutcome = (typeof SagaOutcome)[keyof typeof SagaOutcome];
 
@@ -68,6 +74,8 @@ export const ErrorType = {
    * failed run does not hold its workflow id, so a later request with the same key is a new attempt.
    */
   SAGA_REJECTED: 'SAGA_REJECTED',
+  /** The saga's deadline passed: it took no further step and compensated (outcome EXPIRED). */
+  DEADLINE_EXCEEDED: 'DEADLINE_EXCEEDED',
   /** A saga's input reached Temporal unencrypted (a plain client without the codec): its execution was deleted. */
   UNENCRYPTED_INPUT: 'UNENCRYPTED_INPUT',
 } as const;
@@ -135,7 +143,15 @@ export interface SagaStart {
    * on any.
    */
   owner?: string;
+  /**
+   * How long the saga may take, from its start, in ms: at most its type's `deadlineMs` (which it
+   * defaults to). Past it, the saga takes no further step and compensates, ending EXPIRED.
+   */
+  deadlineMs?: number;
 }
+
+/** The longest deadline a saga type or a start may declare: 30 days. */
+export const MAX_DEADLINE_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** Who may start sagas for an owner: 1-64 letters, digits and `. _ : -`, beginning with a letter or digit. */
 export const OWNER_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
@@ -183,6 +199,8 @@ export interface SagaInput {
   };
   /** Who the saga runs for (see {@link SagaStart.owner}); absent for a start without one. */
   owner?: string;
+  /** How long the saga may take from its start, in ms (see {@link SagaStart.deadlineMs}); absent: no deadline. */
+  deadlineMs?: number;
 }
 
 /** The plan of one saga, derived by the worker; `reservation` is the one the gate took, if any. */

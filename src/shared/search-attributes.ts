@@ -8,7 +8,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 export const SAGA_TYPE = defineSearchAttributeKey('SagaType', SearchAttributeType.KEYWORD);
 /** The current phase (RESERVING, WRITING, ...). */
 export const SAGA_PHASE = defineSearchAttributeKey('SagaPhase', SearchAttributeType.KEYWORD);
-/** The terminal outcome once there is one (COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED). */
+/** The terminal outcome once there is one (COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED, EXPIRED). */
 export const SAGA_OUTCOME = defineSearchAttributeKey('SagaOutcome', SearchAttributeType.KEYWORD);
 /** The intent key (`<scope>:<hash>`): never raw intent data. */
 export const INTENT_KEY = defineSearchAttributeKey('IntentKey', SearchAttributeType.KEYWORD);

@@ -101,6 +101,7 @@ function activities(input: SagaInput) {
       ...settle,
     }),
     finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation', ...settle }),
+    release: proxyActivities<SagaActivities>({ ...quick, summary: 'release the reservation (the deadline passed before the write)' }),
     complete: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row COMPLETED', ...settle }),
     forward: proxyActivities<SagaActivities>({
       ...quick,
@@ -135,6 +136,29 @@ function activities(input: SagaInput) {
 function failureType(err: unknown): string | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
+}
+
+/** When the saga's deadline passes (epoch ms, workflow time), counted from its start; undefined: it has none. */
+function deadlineOf(input: SagaInput): number | undefined {
+  return input.deadlineMs === undefined ? undefined : workflowInfo().startTime.getTime() + input.deadlineMs;
+}
+
+function pastDeadline(deadline: number | undefined): deadline is number {
+  return deadline !== undefined && Date.now() >= deadline;
+}
+
+/** What a saga past its deadline records before it takes `next`: it takes no step after its deadline. */
+function deadlineExceeded(deadline: number, next: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: ErrorType.DEADLINE_EXCEEDED, message: `the saga's deadline (${new Date(deadline).toISOString()}) passed before ${next}`, nonRetryable: true });
+}
+
+/**
+ * How a saga that compensated after `reason` ends: EXPIRED when its deadline made it compensate and
+ * every compensation succeeded, COMPENSATED when something else did, COMPENSATION_FAILED when one failed.
+ */
+function compensatedOutcome(failed: boolean, reason: string): SagaOutcome {
+  if (failed) return SagaOutcome.COMPENSATION_FAILED;
+  return reason === ErrorType.DEADLINE_EXCEEDED ? SagaOutcome.EXPIRED : SagaOutcome.COMPENSATED;
 }
 
 function failureMessage(err: unknown): string {
@@ -340,10 +364,12 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     operation: { entityId, results: { ...results }, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs },
   });
   const compensations: { name: string; run: () => Promise<unknown> }[] = [];
+  const deadline = deadlineOf(input);
   let ended: { outcome: SagaOutcome; reason?: string };
   try {
     enter(SagaPhase.RUNNING_STEPS);
     for (const { step, compensation } of input.steps) {
+      if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
       if (compensation !== undefined) {
         compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation(request(compensation)) });
       }
@@ -358,7 +384,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
     const failed = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
-    ended = { outcome: failed ? SagaOutcome.COMPENSATION_FAILED : SagaOutcome.COMPENSATED, reason: cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED') };
+    const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
+    ended = { outcome: compensatedOutcome(failed, reason), reason };
   }
   try {
     await CancellationScope.nonCancellable(() => act.release.releaseLock(owner));
@@ -457,6 +484,19 @@ async function runReserved(
     },
   ];
 
+  const deadline = deadlineOf(input);
+  if (pastDeadline(deadline)) {
+    // Nothing is written past the deadline: the reservation is given back, the intent left free.
+    state.errors.push({ at: state.phase, type: ErrorType.DEADLINE_EXCEEDED, message: deadlineExceeded(deadline, 'the fenced write: nothing was written').message });
+    try {
+      await CancellationScope.nonCancellable(() => act.release.releaseLock(owner));
+    } catch (err) {
+      // The lease ends by itself; the saga's outcome stands.
+      state.errors.push({ at: 'releaseLock', type: failureType(err), message: failureMessage(err) });
+    }
+    return finish(SagaOutcome.EXPIRED, ErrorType.DEADLINE_EXCEEDED);
+  }
+
   try {
     // 2. Fenced write, kept alive by heartbeats that extend the lease.
     enter(SagaPhase.WRITING);
@@ -477,6 +517,7 @@ async function runReserved(
     enter(SagaPhase.RUNNING_STEPS);
     const heartbeating = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH);
     for (const { step, compensation = '' } of input.steps) {
+      if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
       // Every step of a type that creates an entity has a compensation (see SagaDefinition).
       const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
       compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
@@ -496,7 +537,7 @@ async function runReserved(
       patched(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
     );
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
-    return finish(failed ? SagaOutcome.COMPENSATION_FAILED : SagaOutcome.COMPENSATED, reason);
+    return finish(compensatedOutcome(failed, reason), reason);
   }
   // 5. Every step has succeeded: the saga only goes forward. Marking the row COMPLETED is retried
   // until it succeeds (a PostgreSQL failover must not undo a paid order), and a cancellation can no
