@@ -84,6 +84,9 @@ async function hold(service: HoldServiceClient, idempotencyKey: string, body: Re
   }
 }
 
+/** How long a trip saga may take from its start (a start may ask for less). */
+export const TRIP_DEADLINE_MS = 10 * 60_000;
+
 /** The `trip` saga type, holding through `services`. */
 export function tripSagaType(services: TripServices): SagaDefinition<TripInput> {
   const { hotel, airline } = services;
@@ -131,5 +134,8 @@ export function tripSagaType(services: TripServices): SagaDefinition<TripInput> 
     },
     // The two services and our database do not depend on each other: undo all three at once.
     compensation: { parallel: true },
+    // A trip not booked within 10 minutes is given up: no hold is taken after that, and those taken
+    // are released (a start may ask for less).
+    deadlineMs: TRIP_DEADLINE_MS,
   });
 }

@@ -16,6 +16,7 @@ import { ENTITY_ID_PATTERN, loadConfig, SagaClient, type Config } from 'reservat
 import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
 import { migrateTrip } from '../src/migrate';
 import { DECLINED_CARD, tripSagas, type TripInput } from '../src/sagas';
+import { TRIP_DEADLINE_MS } from '../src/trip';
 import { addSeats, createAirlineServer } from '../src/services/airline';
 import { HoldServiceClient } from '../src/services/client';
 import { addRooms, createHotelServer } from '../src/services/hotel';
@@ -274,6 +275,12 @@ void describe('the trip app', () => {
     assert.equal(await roomsFree(place), 5);
     assert.equal(await seatsFree(place), 5);
     assert.equal((await charge(booked.workflowId))?.refunded_by, cancel.workflowId);
+  });
+
+  void it('refuses a start that asks for more time than a trip may take, before any side effect', TIMEOUT, async () => {
+    const place = await newPlaces();
+    await assert.rejects(client.start('trip', tripTo(place), { idempotencyKey: `t-${randomUUID()}`, deadlineMs: TRIP_DEADLINE_MS + 1 }), { name: 'SagaInputError', code: 'INVALID_INPUT' });
+    assert.equal(await roomsFree(place), 5);
   });
 
   void it('refuses a malformed trip before any side effect', TIMEOUT, async () => {
