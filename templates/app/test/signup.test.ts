@@ -69,7 +69,8 @@ void describe('signup', { timeout: 120_000 }, () => {
     const final = await client!.result(started.workflowId);
 
     assert.equal(final.outcome, 'COMPLETED');
-    const { rows } = await app!.pool.query('SELECT status, plan, activated_at IS NOT NULL AS activated FROM signups WHERE id = $1', [final.entityId]);
+    // The entity's id is opaque (what callers get); its row is found by the saga's intent.
+    const { rows } = await app!.pool.query('SELECT status, plan, activated_at IS NOT NULL AS activated FROM signups WHERE intent_key = $1', [started.intentKey]);
     assert.deepEqual(rows, [{ status: 'COMPLETED', plan: 'pro', activated: true }]);
   });
 
