@@ -80,6 +80,8 @@ async function main(): Promise<void> {
     // Started by SagaClient before any worker runs; the third one's gate lease ends first.
     shapes['gate-completed'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
+    // A saga of a version that records its plan's step names in its memo (memo-plan-steps).
+    shapes['gate-steps-recorded'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
     // A refund the card network refuses: the saga ends COMPENSATION_FAILED, keeping its entity.
     shapes['gate-compensation-failed'] = (await client.start('order', cart('4000000000000259', 'rare-coin', 5))).workflowId;

@@ -23,7 +23,8 @@ import { SagaMetrics, serveMetrics } from './metrics';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
-import { isEntityOperation, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaTypes } from './sagas';
+import { handlerOf, isEntityOperation, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaTypes } from './sagas';
+import { RESERVATION_SAGA_WORKFLOW, SAGA_TYPE, type SagaMemo } from './shared';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from './sagas/load';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
@@ -135,6 +136,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   let worker: Worker;
   try {
     await checkSagaTables(pool, types);
+    await checkRunningSagas(config, types, dataConverter);
     worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,
@@ -186,6 +188,37 @@ async function checkSagaTables(pool: Pool, types: SagaTypes): Promise<void> {
     else tables.set(def.table.table, { def, operations: isEntityOperation(def) });
   }
   for (const { def, operations } of tables.values()) await checkFencedTable(pool, def.table, { operations, sagaType: def.type });
+}
+
+/**
+ * Refuses to start while a saga of the task queue runs a plan this worker could not finish: a type
+ * it does not declare, or a step or compensation its type has no handler for, planned or retired
+ * (`retiredHandlers`). One visibility list of the running sagas, read from their memos (`steps`);
+ * a saga not planned yet is planned by whichever worker runs it, and one planned by an earlier
+ * version recorded no steps: neither is checked.
+ * @throws SagaDeclarationError naming the saga and what it needs.
+ */
+async function checkRunningSagas(config: Config, types: SagaTypes, dataConverter: ReturnType<typeof dataConverterOf>): Promise<void> {
+  const connection = await connectClient(config.temporal);
+  try {
+    const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
+    const query = `WorkflowType = "${RESERVATION_SAGA_WORKFLOW}" AND ExecutionStatus = "Running" AND TaskQueue = "${config.temporal.taskQueue}"`;
+    for await (const running of client.workflow.list({ query, pageSize: 1000 })) {
+      const type = running.typedSearchAttributes.get(SAGA_TYPE);
+      const { steps } = (running.memo ?? {}) as SagaMemo;
+      if (type === undefined || steps === undefined) continue;
+      const def = Object.hasOwn(types, type) ? types[type] : undefined;
+      if (!def) {
+        throw new SagaDeclarationError(type, `saga ${running.workflowId} of this type is running on task queue ${config.temporal.taskQueue}, and this worker does not declare the type: declare it until such sagas end`);
+      }
+      const missing = steps.find((name) => handlerOf(def, name) === undefined);
+      if (missing !== undefined) {
+        throw new SagaDeclarationError(type, `saga ${running.workflowId} is running with "${missing}" in its plan, and the type has no handler for it: keep it in retiredHandlers until such sagas end`);
+      }
+    }
+  } finally {
+    await connection.close();
+  }
 }
 
 /** Options of {@link runWorker}. */

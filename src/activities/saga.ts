@@ -15,6 +15,7 @@ import { RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   encodeEntityId,
+  handlerOf,
   SagaInputError,
   StepRejectedError,
   isEntityOperation,
@@ -307,7 +308,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
 
   async function runRecorded(req: StepRequest, kind: 'step' | 'compensation'): Promise<OperationStepResult> {
     const { def, input } = resolve(req.type, req.payload);
-    const handler = Object.hasOwn(def.handlers, req.name) ? def.handlers[req.name] : undefined;
+    const handler = handlerOf(def, req.name);
     if (!handler) throw nonRetryable(ErrorType.UNKNOWN_SAGA_TYPE, `saga type ${req.type} has no ${kind} ${req.name}`);
     // A step and its compensation key their records alike; the payload ties them to the holder.
     const recorded = (scope: 'step' | 'compensation', name: string) => ({

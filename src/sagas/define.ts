@@ -77,8 +77,12 @@ function checkDeclaration(def: SagaType<unknown>): void {
   if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
     throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
   }
+  for (const name of Object.keys(def.retiredHandlers ?? {})) {
+    if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `retired handler name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
+    if (named.has(name)) throw new SagaDeclarationError(type, `"${name}" is a step of the type and a retired handler: a step the type plans is not retired`);
+  }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
-  if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step`);
+  if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step (one kept for running sagas goes in retiredHandlers)`);
 }
 
 /** Saga types as a worker or client is given them: a list of declarations, or an object of them. */

@@ -109,6 +109,13 @@ export interface SagaDefinition<I = unknown> {
   steps: readonly Required<SagaStepPlan>[];
   /** Implementations of every step and compensation named in `steps`: in our database, or external. */
   handlers: Record<string, StepImplementation<I>>;
+  /**
+   * Handlers of steps and compensations the type no longer plans, kept by name for its sagas that
+   * were planned with them and still run: a worker refuses to start while a running saga's plan
+   * names a step or compensation it has no handler for (see the memo's `steps`). Drop one once no
+   * saga planned with it runs.
+   */
+  retiredHandlers?: Record<string, StepImplementation<I>>;
   /** How compensations run. */
   /**
    * How long a saga of this type may take from its start, in ms (at most 30 days); a start may ask
@@ -172,6 +179,13 @@ export interface EntityOperation<I = unknown> {
   steps: readonly SagaStepPlan[];
   /** Implementations of every step and compensation named in `steps` (their context has `operation`). */
   handlers: Record<string, StepImplementation<I>>;
+  /**
+   * Handlers of steps and compensations the type no longer plans, kept by name for its sagas that
+   * were planned with them and still run: a worker refuses to start while a running saga's plan
+   * names a step or compensation it has no handler for (see the memo's `steps`). Drop one once no
+   * saga planned with it runs.
+   */
+  retiredHandlers?: Record<string, StepImplementation<I>>;
   /** How compensations run (`freeIntent` does not apply: a lock is always released). */
   /**
    * How long a saga of this type may take from its start, in ms (at most 30 days); a start may ask
@@ -223,3 +237,9 @@ export class SagaInputError extends Error {
   }
 }
 branded(SagaInputError, Symbol.for('reservation-saga/SagaInputError'));
+
+/** The handler of step or compensation `name` of `def`: a planned one, or one kept for sagas planned before (`retiredHandlers`). */
+export function handlerOf<I>(def: { handlers: Record<string, StepImplementation<I>>; retiredHandlers?: Record<string, StepImplementation<I>> }, name: string): StepImplementation<I> | undefined {
+  if (Object.hasOwn(def.handlers, name)) return def.handlers[name];
+  return def.retiredHandlers && Object.hasOwn(def.retiredHandlers, name) ? def.retiredHandlers[name] : undefined;
+}

@@ -221,6 +221,18 @@ export interface SagaMemo {
   reservation?: ReservationAnswer;
   /** Who the saga runs for ({@link SagaStart.owner}): set by SagaClient at start, by the saga for a plain start that names one. */
   owner?: string;
+  /**
+   * The steps and compensations the saga's plan runs, by name, recorded once it is planned: the
+   * handlers every worker of its task queue must have until it ends. Absent for sagas planned by
+   * earlier versions, and for one not planned yet (it will be planned with the types of the worker
+   * that runs it).
+   */
+  steps?: string[];
+}
+
+/** The names of the steps and compensations of a plan, each once, in order. */
+export function stepNamesOf(plan: Pick<SagaInput, 'steps'>): string[] {
+  return [...new Set(plan.steps.flatMap((s) => (s.compensation ? [s.step, s.compensation] : [s.step])))];
 }
 
 /** An error the saga recorded (never swallowed). */

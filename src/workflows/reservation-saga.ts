@@ -32,6 +32,7 @@ import {
   SagaPhase,
   reservationUpdate,
   stateQuery,
+  stepNamesOf,
   type ReservationAnswer,
   type SagaInput,
   type SagaMemo,
@@ -81,6 +82,12 @@ export const REJECTED_FAILS_PATCH = 'rejected-saga-fails';
  * its owner's only, as one SagaClient started.
  */
 export const MEMO_OWNER_PATCH = 'memo-owner';
+
+/**
+ * A saga records in its memo, once planned, the names of the steps and compensations its plan runs:
+ * a worker whose saga types no longer have one of them refuses to start while the saga runs.
+ */
+export const MEMO_STEPS_PATCH = 'memo-plan-steps';
 
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
@@ -311,8 +318,10 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   // A retry with the same key is answered from the memo by one describe call, without a worker.
   const memo: SagaMemo = workflowInfo().memo ?? {};
   const owned = planned.owner !== undefined && memo.owner !== planned.owner && patched(MEMO_OWNER_PATCH);
-  if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer) || owned) {
-    upsertMemo({ requestHash: planned.requestHash, reservation: answer, ...(owned ? { owner: planned.owner } : {}) } satisfies SagaMemo);
+  // The handlers this saga will need, where a worker about to start can read them (see checkRunningSagas).
+  const steps = patched(MEMO_STEPS_PATCH) ? stepNamesOf(planned) : undefined;
+  if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer) || owned || steps !== undefined) {
+    upsertMemo({ requestHash: planned.requestHash, reservation: answer, ...(owned ? { owner: planned.owner } : {}), ...(steps ? { steps } : {}) } satisfies SagaMemo);
   }
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
