@@ -16,13 +16,21 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
-import { loadConfigOrExit, requireCodecKeys } from '../src/config';
+import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
+import { defineSaga, defineSagaTypes, type SagaDefinition, type SagaTypes } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
 import { sagaTypesFor } from '../test/fixtures/orders';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
+
+/** The order app's types, and `order-grouped`: the order saga with its two steps as one group (run at once). */
+function recordedTypes(config: Config): SagaTypes {
+  const types = sagaTypesFor(config);
+  const { kind: _kind, ...order } = types.order as SagaDefinition<unknown>;
+  return defineSagaTypes(...Object.values(types), defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }));
+}
 
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
@@ -37,10 +45,10 @@ async function main(): Promise<void> {
     SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
   };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
-  const client = await SagaClient.connect({ sagas: sagaTypesFor(config), config });
+  const client = await SagaClient.connect({ sagas: recordedTypes(config), config });
   // A lease that ends before the worker starts: the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
-  const shortClient = await SagaClient.connect({ sagas: sagaTypesFor(shortLease), config: shortLease });
+  const shortClient = await SagaClient.connect({ sagas: recordedTypes(shortLease), config: shortLease });
   // The Temporal CLI encrypts what it sends and decrypts answers through a codec server with the
   // recording's keys; `workflow show` goes without it, so the files keep the payloads as stored.
   const codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(config)), corsOrigins: [] });
@@ -80,6 +88,8 @@ async function main(): Promise<void> {
     // Started by SagaClient before any worker runs; the third one's gate lease ends first.
     shapes['gate-completed'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
+    // Its two steps run at once (a step group).
+    shapes['gate-grouped-steps'] = (await client.start('order-grouped', cart('4242424242424242'))).workflowId;
     // A saga of a version that records its plan's step names in its memo (memo-plan-steps).
     shapes['gate-steps-recorded'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
@@ -121,7 +131,7 @@ async function main(): Promise<void> {
     });
     shapes['purge-completed'] = purgeId;
 
-    const { worker, close } = await createWorker({ sagas: sagaTypesFor(config), config });
+    const { worker, close } = await createWorker({ sagas: recordedTypes(config), config });
     try {
       await worker.runUntil(async () => {
         // Asynchronously: the worker answering the update runs in this process.

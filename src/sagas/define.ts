@@ -6,7 +6,7 @@
  */
 import { FencedTable } from '../db/fenced-table';
 import { ErrorType, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
-import { SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
+import { isEntityOperation, SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
 export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel: false, continueOnError: true, freeIntent: true });
@@ -66,6 +66,17 @@ function checkDeclaration(def: SagaType<unknown>): void {
   if (!(def.table instanceof FencedTable)) throw new SagaDeclarationError(type, 'table must be a FencedTable (fencedTable(name, dataColumns))');
   if (typeof def.schema?.safeParse !== 'function') throw new SagaDeclarationError(type, 'schema must be a zod schema');
   const named = new Set<string>();
+  const groups = new Set<string>();
+  let previousGroup: string | undefined;
+  for (const { group } of def.steps) {
+    if (group !== undefined) {
+      if (isEntityOperation(def)) throw new SagaDeclarationError(type, `step group "${group}": an operation runs its steps one at a time`);
+      if (!STEP_NAME.test(group)) throw new SagaDeclarationError(type, `step group name ${JSON.stringify(group)} must be letters, digits, _ and - (at most 64)`);
+      if (group !== previousGroup && groups.has(group)) throw new SagaDeclarationError(type, `the steps of group "${group}" must stand next to each other`);
+      groups.add(group);
+    }
+    previousGroup = group;
+  }
   for (const { step, compensation } of def.steps) {
     for (const name of compensation ? [step, compensation] : [step]) {
       if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `step name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);

@@ -106,7 +106,7 @@ export interface SagaDefinition<I = unknown> {
    */
   writeWork?(tx: PoolClient, input: I, signal: AbortSignal): Promise<void>;
   /** The remaining steps in order, each with its compensation. */
-  steps: readonly Required<SagaStepPlan>[];
+  steps: readonly (SagaStepPlan & { compensation: string })[];
   /** Implementations of every step and compensation named in `steps`: in our database, or external. */
   handlers: Record<string, StepImplementation<I>>;
   /**

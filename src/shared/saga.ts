@@ -96,6 +96,13 @@ export interface SagaStepPlan {
    * step of an entity operation may have none (it is then retried until it succeeds or is refused).
    */
   compensation?: string;
+  /**
+   * Steps next to each other with the same group run at once (a hotel and a flight held together),
+   * each with its compensation registered before any of them starts. If one fails, the group's
+   * others are let finish, then the compensations of the group and of the steps before it run (in
+   * reverse, or at once, by the type's policy). Only in a type that creates an entity.
+   */
+  group?: string;
 }
 
 /** How a saga type runs its compensations. */

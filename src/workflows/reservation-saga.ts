@@ -525,13 +525,20 @@ async function runReserved(
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
     const heartbeating = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH);
-    for (const { step, compensation = '' } of input.steps) {
-      if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
-      // Every step of a type that creates an entity has a compensation (see SagaDefinition).
-      const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
-      compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
-      await (heartbeating ? act.heartbeatingStep(step) : act.step).runStep({ ...stepContext, name: step });
-      state.stepsDone.push(step);
+    for (const batch of stepBatches(input.steps)) {
+      if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${batch.map((s) => s.step).join(', ')}`);
+      // Every step of a type that creates an entity has a compensation (see SagaDefinition); a
+      // group's are all registered before any of its steps starts.
+      for (const { compensation = '' } of batch) {
+        const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
+        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
+      }
+      await allSettledOrFirstFailure(
+        batch.map(async ({ step }) => {
+          await (heartbeating ? act.heartbeatingStep(step) : act.step).runStep({ ...stepContext, name: step });
+          state.stepsDone.push(step);
+        }),
+      );
     }
     if (!patched(FORWARD_PATCH)) {
       await act.complete.completeEntity(owner);
@@ -553,6 +560,27 @@ async function runReserved(
   // longer stop it.
   await CancellationScope.nonCancellable(() => act.forward.completeEntity(owner));
   return finish(SagaOutcome.COMPLETED);
+}
+
+/** The plan's steps as they run: one at a time, or a group of steps next to each other at once. */
+function stepBatches<S extends { group?: string }>(steps: readonly S[]): S[][] {
+  const batches: S[][] = [];
+  for (const step of steps) {
+    const last = batches.at(-1);
+    if (step.group !== undefined && last && last[0]!.group === step.group) last.push(step);
+    else batches.push([step]);
+  }
+  return batches;
+}
+
+/**
+ * Waits for every one of `runs` to end, then throws the first failure among them, in their order:
+ * a step of a group that failed never cuts the others short (their compensations run after them).
+ */
+async function allSettledOrFirstFailure(runs: Promise<void>[]): Promise<void> {
+  const settled = await Promise.allSettled(runs);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /**

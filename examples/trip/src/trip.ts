@@ -108,8 +108,9 @@ export function tripSagaType(services: TripServices): SagaDefinition<TripInput> 
       charge_key: stepIdempotencyKey(sagaKey, 'chargeCard'),
     }),
     steps: [
-      { step: 'holdRoom', compensation: 'releaseRoom' },
-      { step: 'holdSeat', compensation: 'releaseSeat' },
+      // The hotel and the airline do not depend on each other: both holds are asked for at once.
+      { step: 'holdRoom', compensation: 'releaseRoom', group: 'holds' },
+      { step: 'holdSeat', compensation: 'releaseSeat', group: 'holds' },
       { step: 'chargeCard', compensation: 'refundCard' },
     ],
     handlers: {
