@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { SagaTypes } from '../sagas';
-import { SagaAbort, SagaOutcome, SagaPhase } from '../shared/saga';
+import { MAX_DEADLINE_MS, SagaAbort, SagaOutcome, SagaPhase } from '../shared/saga';
 
 /** How a saga ends: its outcome, or how its workflow was stopped without one. */
 const SAGA_ENDS = [...Object.values(SagaOutcome), ...Object.values(SagaAbort)];
@@ -144,6 +144,13 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
             description:
               "`wait=N` (RFC 7240): wait up to N seconds (within the server's request deadline) for the saga to end, and answer with its outcome, the same one every request of this key gets; a first request and a retry while the saga runs alike",
             schema: { type: 'string' },
+          },
+          {
+            name: 'deadlineMs',
+            in: 'query',
+            required: false,
+            description: `how long the saga may take from its start, in ms: at most its type's deadline${def.deadlineMs === undefined ? '' : ` (${def.deadlineMs})`}, which it defaults to; past it the saga compensates and ends EXPIRED`,
+            schema: { type: 'integer', minimum: 1, maximum: MAX_DEADLINE_MS },
           },
         ],
         requestBody: { required: true, content: { 'application/json': { schema: ref(name) } } },

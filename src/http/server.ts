@@ -220,7 +220,7 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
 
   const links = (workflowId: string) => ({ self: `/v1/sagas/${encodeURIComponent(workflowId)}`, ui: options.client.url(workflowId) });
 
-  app.post<{ Params: { type: string }; Body: unknown }>(
+  app.post<{ Params: { type: string }; Querystring: { deadlineMs?: string }; Body: unknown }>(
     '/v1/sagas/:type',
     {
       onRequest: [
@@ -246,8 +246,18 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       // `Prefer: wait=N` waits for the saga's end, within this request's own deadline.
       const waitSeconds = preferredWaitSeconds(request.headers.prefer);
       const waitMs = waitSeconds === undefined ? 0 : Math.min(waitSeconds * 1000, Math.max(0, requestTimeoutMs - WAIT_MARGIN_MS));
+      // `?deadlineMs=N`: less time than the type's deadline (the client refuses more, 422).
+      const { deadlineMs } = request.query;
+      if (deadlineMs !== undefined && !/^[1-9][0-9]{0,15}$/.test(deadlineMs)) {
+        return sendProblem(reply, problem(422, ProblemType.INVALID_INPUT, 'deadlineMs must be a positive whole number of milliseconds'));
+      }
       return withinDeadline(reply, async () => {
-        const started = await options.client.start(type, request.body, { idempotencyKey: namespacedKey(request.apiClient, key), waitMs, owner: httpOwner(request.apiClient) });
+        const started = await options.client.start(type, request.body, {
+          idempotencyKey: namespacedKey(request.apiClient, key),
+          waitMs,
+          owner: httpOwner(request.apiClient),
+          ...(deadlineMs === undefined ? {} : { deadlineMs: Number(deadlineMs) }),
+        });
         const answer = started.reservation.status;
         request.log.info(
           { sagaEvent: 'gate', workflowId: started.workflowId, sagaType: type, intentKey: started.intentKey, answer, ...(started.replayed ? { replayed: true } : {}) },

@@ -51,12 +51,12 @@ async function listen(app: FastifyInstance): Promise<string> {
   return app.listen({ host: '127.0.0.1', port: 0 });
 }
 
-function start(type: string, body: unknown, opts: { key?: string; token?: string | null; url?: string; prefer?: string } = {}): Promise<Response> {
+function start(type: string, body: unknown, opts: { key?: string; token?: string | null; url?: string; prefer?: string; query?: string } = {}): Promise<Response> {
   const headers: Record<string, string> = { 'Content-Type': 'application/json' };
   if (opts.prefer !== undefined) headers.Prefer = opts.prefer;
   if (opts.token !== null) headers.Authorization = `Bearer ${opts.token ?? ALICE.token}`;
   if (opts.key !== undefined) headers['Idempotency-Key'] = opts.key;
-  return fetch(`${opts.url ?? base}/v1/sagas/${type}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return fetch(`${opts.url ?? base}/v1/sagas/${type}${opts.query ?? ''}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
 
 function get(pathname: string, token: string | null = ALICE.token): Promise<Response> {
@@ -309,6 +309,17 @@ describe('POST with Prefer: wait', () => {
 
     expect(response.status).toBe(201);
     expect(await response.json()).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
+  });
+
+  it('gives the saga less time with ?deadlineMs, within its type\'s: past it the saga ends EXPIRED; a bad one is 422, starting nothing', async () => {
+    // The charge step takes 3 s; the deadline passes while it runs, so the stock is never reserved.
+    const response = await start('order', order({ simulate: { stepDelayMs: 3000 } }), { key: uniqueKey('deadline'), prefer: 'wait=9', query: '?deadlineMs=1500' });
+    const malformed = await start('order', order(), { key: uniqueKey('deadline-bad'), query: '?deadlineMs=soon' });
+    const tooLong = await start('order', order(), { key: uniqueKey('deadline-long'), query: `?deadlineMs=${31 * 24 * 3600 * 1000}` });
+
+    expect(response.status).toBe(201);
+    expect(await response.json()).toMatchObject({ outcome: 'EXPIRED', reason: 'DEADLINE_EXCEEDED' });
+    for (const refused of [malformed, tooLong]) expect((await expectProblem(refused, 422, '/problems/invalid-input')).detail).toMatch(/deadline/i);
   });
 
   it('answers at once, as without it, for a duplicate: nothing to wait for', async () => {
