@@ -405,13 +405,12 @@ export class SagaClient {
     const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs, metrics: this.#options.metrics };
     const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
     let gate: GateAnswer;
-    if (input.operation) {
+    if (input.operation && isEntityOperation(def)) {
       // An operation on an existing entity takes the entity's lock instead: its owner's only.
       const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
       if (locked.status === 'NOT_FOUND') {
         // Named as the caller named it (an id of an earlier version is not answered with its new one).
-        const named = isEntityOperation(def) ? def.entity(input.payload) : input.operation.entityId;
-        throw new SagaInputError(entityNotFound(scope, named, input.type), ErrorType.ENTITY_NOT_FOUND);
+        throw new SagaInputError(entityNotFound(scope, def.entity(input.payload), input.type), ErrorType.ENTITY_NOT_FOUND);
       }
       gate = locked;
     } else {

@@ -154,9 +154,13 @@ function pastDeadline(deadline: number | undefined): deadline is number {
   return deadline !== undefined && Date.now() >= deadline;
 }
 
-/** What a saga past its deadline records before it takes `next`: it takes no step after its deadline. */
+function deadlinePassed(deadline: number, next: string): string {
+  return `the saga's deadline (${new Date(deadline).toISOString()}) passed before ${next}`;
+}
+
+/** What a saga past its deadline throws before it takes `next`: it takes no step after its deadline. */
 function deadlineExceeded(deadline: number, next: string): ApplicationFailure {
-  return ApplicationFailure.create({ type: ErrorType.DEADLINE_EXCEEDED, message: `the saga's deadline (${new Date(deadline).toISOString()}) passed before ${next}`, nonRetryable: true });
+  return ApplicationFailure.create({ type: ErrorType.DEADLINE_EXCEEDED, message: deadlinePassed(deadline, next), nonRetryable: true });
 }
 
 /**
@@ -496,7 +500,7 @@ async function runReserved(
   const deadline = deadlineOf(input);
   if (pastDeadline(deadline)) {
     // Nothing is written past the deadline: the reservation is given back, the intent left free.
-    state.errors.push({ at: state.phase, type: ErrorType.DEADLINE_EXCEEDED, message: deadlineExceeded(deadline, 'the fenced write: nothing was written').message });
+    state.errors.push({ at: state.phase, type: ErrorType.DEADLINE_EXCEEDED, message: deadlinePassed(deadline, 'the fenced write: nothing was written') });
     try {
       await CancellationScope.nonCancellable(() => act.release.releaseLock(owner));
     } catch (err) {

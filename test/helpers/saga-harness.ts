@@ -154,3 +154,21 @@ export function rowIdOf(entityId: string, table = 'orders'): string {
   if (row === undefined) throw new Error(`${entityId} names no row of ${table}`);
   return row;
 }
+
+/**
+ * Runs an in-process worker of `sagas` under `config` until `fn` resolves, then stops it; what it
+ * opened is closed on every path, a worker that refuses to start included.
+ */
+export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes }, fn: () => Promise<T>): Promise<T> {
+  const connection = await NativeConnection.connect({ address: worker.config.temporal.address });
+  try {
+    const app = await createWorker({ sagas: worker.sagas, config: worker.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    try {
+      return await app.worker.runUntil(fn);
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await connection.close();
+  }
+}

@@ -9,7 +9,6 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Pool } from 'pg';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { SagaClient, type StartedSaga } from '../../src/client';
@@ -22,8 +21,7 @@ import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms'
 import { createRedis } from '../../src/rms/connection';
 import { sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
 import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer, type SagaMemo } from '../../src/shared';
-import { createWorker } from '../../src/worker';
-import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { readableHistory } from '../../scripts/demo/temporal-cli';
 import { ordersTable, DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
@@ -36,19 +34,12 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Runs an in-process worker on the test's task queue (with the harness's config, or `config`) while `fn` runs. */
-async function withWorker<T>(fn: () => Promise<T>, config: Config = h.config): Promise<T> {
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
-  const app = await createWorker({ sagas: sagaTypesFor(config, h.providerUrl), config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
-  try {
-    return await app.worker.runUntil(fn);
-  } finally {
-    await app.close();
-    await connection.close();
-  }
+/** Whether a workflow with this id exists (running or closed). */
+/** A worker of the order types under `config` (the harness's), until `fn` resolves. */
+function withWorker<T>(fn: () => Promise<T>, config: Config = h.config): Promise<T> {
+  return runWorker({ config, sagas: sagaTypesFor(config, h.providerUrl) }, fn);
 }
 
-/** Whether a workflow with this id exists (running or closed). */
 async function exists(workflowId: string): Promise<boolean> {
   try {
     await h.client.temporal.workflow.getHandle(workflowId).describe();

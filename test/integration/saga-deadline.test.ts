@@ -5,11 +5,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { NativeConnection } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineSagaTypes, type SagaTypes } from '../../src/sagas';
-import { createWorker } from '../../src/worker';
-import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, rowIdOf, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { ordersTable, sagaTypesFor } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
@@ -28,15 +26,9 @@ afterAll(async () => {
   await h?.stop();
 });
 
-async function withWorker<T>(fn: () => Promise<T>): Promise<T> {
-  const connection = await NativeConnection.connect({ address: h.config.temporal.address });
-  const app = await createWorker({ sagas: h.types, config: h.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
-  try {
-    return await app.worker.runUntil(fn);
-  } finally {
-    await app.close();
-    await connection.close();
-  }
+/** A worker of the harness's types, until `fn` resolves. */
+function withWorker<T>(fn: () => Promise<T>): Promise<T> {
+  return runWorker({ config: h.config, sagas: h.types }, fn);
 }
 
 async function liveCharges(reference: string) {

@@ -3,11 +3,9 @@
  * PostgreSQL and the payment provider: a running saga finishes on the steps it was planned with, and
  * a worker that could not finish it refuses to start, naming the saga and the step.
  */
-import { NativeConnection } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineSaga, defineSagaTypes, type SagaDefinition, type SagaTypes } from '../../src/sagas';
-import { createWorker } from '../../src/worker';
-import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 
 let h: SagaHarness;
 beforeAll(async () => {
@@ -17,19 +15,9 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** Runs a worker of `types` until `fn` resolves. */
-async function withWorker<T>(types: SagaTypes, fn: () => Promise<T>): Promise<T> {
-  const connection = await NativeConnection.connect({ address: h.config.temporal.address });
-  try {
-    const app = await createWorker({ sagas: types, config: h.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
-    try {
-      return await app.worker.runUntil(fn);
-    } finally {
-      await app.close();
-    }
-  } finally {
-    await connection.close();
-  }
+/** A worker of `types`, until `fn` resolves. */
+function withWorker<T>(types: SagaTypes, fn: () => Promise<T>): Promise<T> {
+  return runWorker({ config: h.config, sagas: types }, fn);
 }
 
 /** The order type of the next version: it no longer reserves stock (the shop sells only to order). */
