@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
 import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
-import { defineSaga, defineSagaTypes, type SagaDefinition, type SagaTypes } from '../src/sagas';
+import { defineSaga, defineSagaTypes, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
@@ -25,11 +25,28 @@ import { sagaTypesFor } from '../test/fixtures/orders';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
-/** The order app's types, and `order-grouped`: the order saga with its two steps as one group (run at once). */
+/** Whether the stock compensation of `order-fragile` fails (as if its service were down). */
+const stock = { down: true };
+
+/**
+ * The order app's types, and `order-grouped`: the order saga with its two steps as one group (run
+ * at once); `order-fragile`: one whose stock compensation fails while `stock.down`, waiting 3 s in
+ * NEEDS_ATTENTION; `order-unattended`: one that does not wait.
+ */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
   const { kind: _kind, ...order } = types.order as SagaDefinition<unknown>;
-  return defineSagaTypes(...Object.values(types), defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }));
+  const release = order.handlers.releaseStock as StepHandler<unknown>;
+  const releaseStock: StepHandler<unknown> = async (tx, ctx) => {
+    if (stock.down) throw new Error('the stock service is unavailable');
+    return release(tx, ctx);
+  };
+  return defineSagaTypes(
+    ...Object.values(types),
+    defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
+    defineSaga({ ...order, type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
+    defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
+  );
 }
 
 async function main(): Promise<void> {
@@ -69,13 +86,17 @@ async function main(): Promise<void> {
   });
   // Each step works 5 s: long enough for a cancellation to reach it by a heartbeat.
   const slowSteps = () => ({ ...cart('4242424242424242'), simulate: { stepDelayMs: 5000 } });
-  /** Cancels the saga once `ready` holds for its state (polled through the `state` query). */
-  const cancelWhen = async (workflowId: string, ready: (state: SagaState) => boolean) => {
+  /** Resolves once `ready` holds for the saga's state (polled through the `state` query). */
+  const until = async (workflowId: string, ready: (state: SagaState) => boolean) => {
     for (;;) {
       const { state } = await client.status(workflowId);
-      if (ready(state)) break;
+      if (ready(state)) return;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+  };
+  /** Cancels the saga once `ready` holds for its state. */
+  const cancelWhen = async (workflowId: string, ready: (state: SagaState) => boolean) => {
+    await until(workflowId, ready);
     await client.cancel(workflowId);
   };
   const startByType = async (key: string, input: unknown) => {
@@ -93,8 +114,12 @@ async function main(): Promise<void> {
     // A saga of a version that records its plan's step names in its memo (memo-plan-steps).
     shapes['gate-steps-recorded'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;
-    // A refund the card network refuses: the saga ends COMPENSATION_FAILED, keeping its entity.
-    shapes['gate-compensation-failed'] = (await client.start('order', cart('4000000000000259', 'rare-coin', 5))).workflowId;
+    // A refund the card network refuses: the saga ends COMPENSATION_FAILED, keeping its entity (its type does not wait for a redrive).
+    shapes['gate-compensation-failed'] = (await client.start('order-unattended', cart('4000000000000259', 'rare-coin', 5))).workflowId;
+    // The stock compensation fails: the saga waits in NEEDS_ATTENTION; redriven twice (the cause
+    // lasts, then it is fixed) it ends COMPENSATED; not redriven, its wait ends COMPENSATION_FAILED.
+    shapes['gate-redriven'] = (await client.start('order-fragile', cart('4242424242424242', 'rare-coin', 9))).workflowId;
+    shapes['gate-attention-ended'] = (await client.start('order-fragile', cart('4242424242424242', 'rare-coin', 9))).workflowId;
     // Cancelled during its first step and during its last: the running step stops, the saga compensates.
     shapes['gate-cancelled'] = (await client.start('order', slowSteps())).workflowId;
     shapes['gate-cancelled-after-steps'] = (await client.start('order', slowSteps())).workflowId;
@@ -139,6 +164,10 @@ async function main(): Promise<void> {
         await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
         await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
         await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
+        await until(shapes['gate-redriven']!, (s) => s.phase === 'NEEDS_ATTENTION');
+        await client.redrive(shapes['gate-redriven']!);
+        stock.down = false;
+        await client.redrive(shapes['gate-redriven']!);
         await Promise.all([...Object.values(shapes), holder.workflowId, taker.workflowId].map((id) => client.result(id).catch(() => undefined)));
         // Operations on existing orders, under each order's lock: a cancellation, an amendment, an
         // amendment whose card is declined, and one cancelled while it charges.

@@ -236,14 +236,17 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .option('--type <type>', 'only this saga type')
     .option('--outcome <outcome>', 'only this outcome: COMPLETED, REJECTED, COMPENSATED, COMPENSATION_FAILED, EXPIRED')
     .option('--phase <phase>', 'only this phase')
+    .option('--needs-attention', 'only sagas waiting for an operator (phase NEEDS_ATTENTION): a compensation failed; see saga redrive')
     .addOption(new Option('--limit <n>', 'at most n').default('100').argParser((v) => {
       if (!/^\d+$/.test(v) || Number(v) < 1) throw new UsageError('--limit must be a positive whole number');
       return v;
     }))
     .option('--json', 'print JSON')
-    .action(async (opts: { type?: string; outcome?: string; phase?: string; limit: string; json?: boolean }) => {
+    .action(async (opts: { type?: string; outcome?: string; phase?: string; needsAttention?: boolean; limit: string; json?: boolean }) => {
+      if (opts.needsAttention && opts.phase !== undefined && opts.phase !== 'NEEDS_ATTENTION') throw new UsageError('--needs-attention is --phase NEEDS_ATTENTION: give one or the other');
+      const phase = opts.needsAttention ? 'NEEDS_ATTENTION' : opts.phase;
       await withClient(async (client) => {
-        const rows = await client.list({ type: opts.type, outcome: opts.outcome, phase: opts.phase, limit: Number(opts.limit) });
+        const rows = await client.list({ type: opts.type, outcome: opts.outcome, phase, limit: Number(opts.limit) });
         print(rows, !!opts.json, () =>
           rows.length === 0 ? 'no sagas' : rows.map((r) => `${r.workflowId}  ${r.status}  ${r.phase ?? '-'}  ${r.outcome ?? '-'}`).join('\n'),
         );
@@ -258,6 +261,23 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       await withClient(async (client) => {
         await client.cancel(workflowId);
         print({ workflowId, cancelRequested: true }, !!opts.json, () => `${workflowId}: cancellation requested`);
+      });
+    });
+
+  program
+    .command('redrive <workflowId>')
+    .description('once the cause is fixed, retry the compensations a saga waiting in NEEDS_ATTENTION could not finish; prints where it stands after')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, opts: { json?: boolean }) => {
+      await withClient(async (client) => {
+        const state = await client.redrive(workflowId);
+        const waiting = state.phase === 'NEEDS_ATTENTION';
+        print(state, !!opts.json, () =>
+          waiting
+            ? `${workflowId}: still NEEDS_ATTENTION, left to undo: ${state.attention?.pending.join(', ')} (the failures: saga status); waits until ${state.attention?.until}`
+            : `${workflowId}: ${state.outcome}${state.reason ? ` (${state.reason})` : ''}; compensations run: ${state.compensationsRun.join(', ')}`,
+        );
+        setExit(waiting ? EXIT.SAGA_FAILED : exitForState(state));
       });
     });
 

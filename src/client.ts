@@ -629,6 +629,32 @@ export class SagaClient {
   }
 
   /**
+   * Retries the compensations that a saga waiting in NEEDS_ATTENTION could not finish, once an
+   * operator fixed their cause (each in its order, `undoEntity` last; none that succeeded runs
+   * again), and answers the saga's state after that round: ended (COMPENSATED, or EXPIRED when its
+   * deadline made it compensate) or waiting again in NEEDS_ATTENTION, the new failures in its
+   * `errors`. Redrives sent together are answered by one round. With `owner`, a saga started for
+   * another owner is answered as a missing one.
+   * @throws RedriveError when the saga does not wait in NEEDS_ATTENTION (it runs its steps,
+   * compensates, or has ended): nothing was run. WorkflowNotFoundError when there is no such saga
+   * (of `owner`).
+   */
+  async redrive(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {
+    const [client, { redriveUpdate }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    const handle = client.workflow.getHandle(workflowId);
+    const { status } = await ownedDescription(handle, options.owner);
+    if (status.name !== 'RUNNING') throw new RedriveError(workflowId, `saga ${workflowId} has ended (${status.name}): there is nothing to redrive`);
+    try {
+      return await handle.executeUpdate(redriveUpdate);
+    } catch (err) {
+      const { WorkflowUpdateFailedError, ApplicationFailure } = await temporalClientLibrary();
+      const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
+      if (cause instanceof ApplicationFailure && cause.type === ErrorType.NOT_NEEDING_ATTENTION) throw new RedriveError(workflowId, cause.message);
+      throw err;
+    }
+  }
+
+  /**
    * An operator's way out for a saga that ended COMPENSATION_FAILED, once what it could not undo has
    * been settled by hand: its row stays REGISTERED (or PROCESSING) and its intent held, so the same
    * request is a DUPLICATE and every operation on its entity a CONFLICT, for good. `keep`: the entity
@@ -640,6 +666,9 @@ export class SagaClient {
    * no creation, or its row is not in a state this settles (a PROCESSING row is never kept).
    */
   async settle(workflowId: string, how: 'keep' | 'undo'): Promise<{ workflowId: string; row: 'COMPLETED' | 'COMPENSATED'; intentFreed: boolean }> {
+    const { status } = await (await this.#temporalClient()).workflow.getHandle(workflowId).describe();
+    // A saga waiting in NEEDS_ATTENTION still owns its row: settling under it would race its redrive.
+    if (status.name === 'RUNNING') throw new SettleError(workflowId, `saga ${workflowId} is still running: redrive it (saga redrive) or let its wait end, then settle`);
     const state = await this.result(workflowId);
     if (state.outcome !== SagaOutcome.COMPENSATION_FAILED) {
       throw new SettleError(workflowId, `saga ${workflowId} ended ${state.outcome ?? state.phase}, not COMPENSATION_FAILED: there is nothing to settle`);
@@ -658,6 +687,17 @@ export class SagaClient {
       throw new SettleError(workflowId, `saga ${workflowId}'s row is ${marked.status === 'NOT_FOUND' ? 'gone' : 'owned by a newer saga'}: nothing to settle`);
     }
     return how === 'keep' ? { workflowId, row: 'COMPLETED', intentFreed: false } : { workflowId, row: 'COMPENSATED', intentFreed: freeIntent };
+  }
+}
+
+/** Thrown by {@link SagaClient.redrive} when the saga does not wait in NEEDS_ATTENTION; the message says why. */
+export class RedriveError extends Error {
+  override readonly name = 'RedriveError';
+  constructor(
+    readonly workflowId: string,
+    message: string,
+  ) {
+    super(message);
   }
 }
 

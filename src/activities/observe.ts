@@ -117,7 +117,8 @@ export function sagaActivityInterceptor(metrics?: SagaMetrics): ActivityIntercep
 export const END_REPORTED_TTL_MS = 10 * 60_000;
 
 /**
- * Whether this is the first report of the end of run `runId`, across every worker sharing `redis`:
+ * Whether this is the first report of the end of run `runId` (or of another event of it, named
+ * `<run id>:<event>`), across every worker sharing `redis`:
  * one SET NX of a key that expires after {@link END_REPORTED_TTL_MS}. A worker killed after it ran a
  * saga's last workflow task, but before the server recorded its completion, has reported the end;
  * the worker that runs that task again reports it too. With Redis out of reach the end is reported
@@ -134,9 +135,10 @@ export function firstEndReport(redis: Pick<Redis | Cluster, 'set'>, keyPrefix: s
 }
 
 /**
- * The sinks of {@link SagaEventSinks}: a saga's end, counted in `metrics` and logged at INFO, once
- * per run when `first` says whether it was reported already ({@link firstEndReport}). A saga that
- * failed before its plan reports the type its starter sent: it is logged only if `types` has it.
+ * The sinks of {@link SagaEventSinks}: a saga's end, and each of its waits in NEEDS_ATTENTION,
+ * counted in `metrics` and logged (at INFO; a wait at WARN), once per run (per wait) when `first`
+ * says whether it was reported already ({@link firstEndReport}). A saga that failed before its plan
+ * reports the type its starter sent: it is logged only if `types` has it.
  */
 export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: (runId: string) => Promise<boolean>): InjectedSinks<SagaEventSinks> {
   return {
@@ -159,6 +161,25 @@ export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: 
           });
         },
         // A replayed history was counted and logged when it ran.
+        callDuringReplay: false,
+      },
+      attention: {
+        fn: async (info, event) => {
+          if (first && !(await first(`${info.runId}:attention:${event.redrives}`))) return;
+          metrics?.sagaNeedsAttention(event.type);
+          Runtime.instance().logger.warn('saga needs attention', {
+            sagaEvent: 'attention',
+            workflowId: info.workflowId,
+            workflowRunId: info.runId,
+            workflowType: info.workflowType,
+            taskQueue: info.taskQueue,
+            namespace: info.namespace,
+            sagaType: Object.hasOwn(types, event.type) ? event.type : 'unknown',
+            intentKey: event.intentKey,
+            pending: event.pending.join(','),
+            redrives: event.redrives,
+          });
+        },
         callDuringReplay: false,
       },
     },

@@ -101,6 +101,17 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         steps: { type: 'array', items: { type: 'string' }, description: 'the steps done, in order' },
         compensations: { type: 'array', items: { type: 'string' }, description: 'the compensations run, in order' },
         errors: { type: 'array', items: { type: 'object', properties: { at: { type: 'string' }, type: { type: 'string' }, message: { type: 'string' } }, required: ['at', 'message'] } },
+        attention: {
+          type: 'object',
+          description: 'once a compensation failed after its retries: while the saga waits in NEEDS_ATTENTION (and after), what it still has to undo, since and until when it waits for a redrive, and how many it took',
+          properties: {
+            pending: { type: 'array', items: { type: 'string' } },
+            since: { type: 'string', format: 'date-time' },
+            until: { type: 'string', format: 'date-time' },
+            redrives: { type: 'integer', minimum: 0 },
+          },
+          required: ['pending', 'since', 'until', 'redrives'],
+        },
         links: ref('Links'),
       },
       required: ['workflowId', 'status', 'phase', 'steps', 'compensations', 'errors', 'links'],
@@ -204,6 +215,19 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         '202': { description: 'cancellation requested', content: { 'application/json': { schema: { type: 'object', properties: { workflowId: { type: 'string' }, cancelRequested: { const: true } } } } } },
         '404': problemResponse("no saga of the caller's with this id"),
         '409': problemResponse('the saga has already ended'),
+        ...COMMON_ERRORS,
+      },
+    },
+  };
+  paths['/v1/sagas/{id}/redrive'] = {
+    post: {
+      operationId: 'redriveSaga',
+      summary: 'once the cause is fixed, retry the compensations a saga waiting in NEEDS_ATTENTION could not finish; answers when that round has run',
+      parameters: [idParameter],
+      responses: {
+        '200': { description: 'the saga after the round: ended (its outcome) or waiting again (phase NEEDS_ATTENTION, the new failures in its errors)', content: { 'application/json': { schema: ref('SagaStatus') } } },
+        '404': problemResponse("no saga of the caller's with this id"),
+        '409': problemResponse('the saga does not wait in NEEDS_ATTENTION (it runs, compensates, or has ended): nothing was run'),
         ...COMMON_ERRORS,
       },
     },

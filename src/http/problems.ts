@@ -18,6 +18,7 @@ export const ProblemType = {
   UNKNOWN_SAGA_TYPE: '/problems/unknown-saga-type',
   SAGA_NOT_FOUND: '/problems/saga-not-found',
   SAGA_ENDED: '/problems/saga-ended',
+  NOT_NEEDING_ATTENTION: '/problems/not-needing-attention',
   UNAVAILABLE: '/problems/unavailable',
   DEADLINE_EXCEEDED: '/problems/deadline-exceeded',
   GENERIC: 'about:blank',
@@ -44,6 +45,7 @@ const TITLES: Partial<Record<ProblemType, string>> = {
   [ProblemType.UNKNOWN_SAGA_TYPE]: 'Unknown saga type',
   [ProblemType.SAGA_NOT_FOUND]: 'No such saga',
   [ProblemType.SAGA_ENDED]: 'The saga has already ended',
+  [ProblemType.NOT_NEEDING_ATTENTION]: 'The saga does not need attention',
   [ProblemType.UNAVAILABLE]: 'A backing service is unavailable',
   [ProblemType.DEADLINE_EXCEEDED]: 'The request deadline passed',
 };

@@ -7,6 +7,7 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { SagaClient, StartedSaga } from '../client';
 import type { SagaTypes } from '../sagas';
+import { isTerminal, type SagaState } from '../shared/saga';
 import { BearerTokens, type ApiClient } from './auth';
 import { classifyError } from './errors';
 import { httpOwner, namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
@@ -20,6 +21,7 @@ export interface SagaBackend {
   list: SagaClient['list'];
   status: SagaClient['status'];
   cancel: SagaClient['cancel'];
+  redrive: SagaClient['redrive'];
   url: SagaClient['url'];
 }
 
@@ -296,22 +298,36 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
     if (id === undefined) return reply;
     return withinDeadline(reply, async () => {
       const { status, state } = await options.client.status(id, { owner: httpOwner(request.apiClient) });
-      return {
-        workflowId: id,
-        type: state.type,
-        status,
-        phase: state.phase,
-        ...(state.outcome ? { outcome: state.outcome } : {}),
-        ...(state.reason ? { reason: state.reason } : {}),
-        intentKey: state.intentKey,
-        ...(state.fencingToken ? { fencingToken: state.fencingToken } : {}),
-        // The id the type's operations take (order-cancel's `order`): the owner's way to its entity.
-        ...(state.entityId ? { entityId: state.entityId } : {}),
-        steps: state.stepsDone,
-        compensations: state.compensationsRun,
-        errors: state.errors,
-        links: links(id),
-      };
+      return sagaView(id, status, state);
+    });
+  });
+
+  /** What the API shows of a saga. */
+  const sagaView = (id: string, status: string, state: SagaState) => ({
+    workflowId: id,
+    type: state.type,
+    status,
+    phase: state.phase,
+    ...(state.outcome ? { outcome: state.outcome } : {}),
+    ...(state.reason ? { reason: state.reason } : {}),
+    intentKey: state.intentKey,
+    ...(state.fencingToken ? { fencingToken: state.fencingToken } : {}),
+    // The id the type's operations take (order-cancel's `order`): the owner's way to its entity.
+    ...(state.entityId ? { entityId: state.entityId } : {}),
+    steps: state.stepsDone,
+    compensations: state.compensationsRun,
+    errors: state.errors,
+    ...(state.attention ? { attention: state.attention } : {}),
+    links: links(id),
+  });
+
+  app.post<{ Params: { id: string } }>('/v1/sagas/:id/redrive', { onRequest: authenticate }, async (request, reply) => {
+    const id = ownId(request, reply);
+    if (id === undefined) return reply;
+    return withinDeadline(reply, async () => {
+      const state = await options.client.redrive(id, { owner: httpOwner(request.apiClient) });
+      // Ended by this redrive, or waiting again (NEEDS_ATTENTION): the saga as it stands now.
+      return sagaView(id, isTerminal(state.phase) ? 'COMPLETED' : 'RUNNING', state);
     });
   });
 

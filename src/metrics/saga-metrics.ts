@@ -62,6 +62,7 @@ export class SagaMetrics {
   readonly #steps: Counter<'saga_type' | 'step' | 'outcome'>;
   readonly #compensations: Counter<'saga_type' | 'compensation' | 'outcome'>;
   readonly #ended: Counter<'saga_type' | 'outcome'>;
+  readonly #attention: Counter<'saga_type'>;
 
   constructor(options: SagaMetricsOptions) {
     this.registry = options.registry ?? new Registry();
@@ -135,6 +136,12 @@ export class SagaMetrics {
       labelNames: ['saga_type', 'outcome'],
       registers,
     });
+    this.#attention = new Counter({
+      name: 'saga_sagas_needing_attention_total',
+      help: 'Sagas that began to wait in NEEDS_ATTENTION (a compensation failed after its retries; each redrive that fails again counts again), by saga type.',
+      labelNames: ['saga_type'],
+      registers,
+    });
   }
 
   /** The registered saga type of that name, else `unknown`. */
@@ -192,6 +199,11 @@ export class SagaMetrics {
     const saga_type = this.sagaType(type);
     const declared = saga_type !== UNKNOWN && (compensation === 'undoEntity' || this.#types[type]!.steps.some((s) => s.compensation === compensation));
     this.#compensations.inc({ saga_type, compensation: declared ? compensation : UNKNOWN, outcome });
+  }
+
+  /** A `type` saga began to wait in NEEDS_ATTENTION. */
+  sagaNeedsAttention(type: string): void {
+    this.#attention.inc({ saga_type: this.sagaType(type) });
   }
 
   /** A `type` saga ended `outcome`. */

@@ -12,6 +12,7 @@ export {
   stepIdempotencyKey,
   sagaTypesOf,
   DEFAULT_COMPENSATION,
+  DEFAULT_ATTENTION_MS,
   StepRejectedError,
   CompensationRefusedError,
   SagaInputError,
@@ -33,7 +34,7 @@ export {
   type OperationContext,
 } from '../sagas';
 export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult } from '../db/fenced-table';
-export { SagaClient, SagaEndedError, SettleError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
+export { SagaClient, SagaEndedError, SettleError, RedriveError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
 export {
   SagaOutcome,
@@ -43,6 +44,7 @@ export {
   sagaWorkflowId,
   type ReservationAnswer,
   type SagaState,
+  type SagaAttention,
   type SagaEnd,
   type SagaError,
   type SagaStepPlan,

@@ -5,11 +5,14 @@
  * in a worker half-way through a saga.
  */
 import { FencedTable } from '../db/fenced-table';
-import { ErrorType, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
+import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
 import { isEntityOperation, SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
 export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel: false, continueOnError: true, freeIntent: true });
+
+/** How long a saga of a type that names no `attentionMs` waits in NEEDS_ATTENTION for a redrive: a day. */
+export const DEFAULT_ATTENTION_MS = 24 * 60 * 60 * 1000;
 
 const TYPE_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 const STEP_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
@@ -35,7 +38,8 @@ export function fencedTable(table: string, dataColumns: readonly string[]): Fenc
 
 /** Declares a saga type that creates an entity. @throws SagaDeclarationError for a malformed declaration. */
 export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I> {
-  const def: SagaDefinition<I> = { ...declaration, kind: 'creation', compensation: { ...DEFAULT_COMPENSATION, ...declaration.compensation } };
+  const compensation = { ...DEFAULT_COMPENSATION, attentionMs: DEFAULT_ATTENTION_MS, ...declaration.compensation };
+  const def: SagaDefinition<I> = { ...declaration, kind: 'creation', compensation };
   checkDeclaration(def as SagaType<unknown>);
   const missing = def.steps.find((s) => !s.compensation);
   if (missing) throw new SagaDeclarationError(def.type, `step "${missing.step}" needs a compensation (every step of a creation can be undone)`);
@@ -46,6 +50,9 @@ export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I
 export function defineOperation<I>(declaration: OperationDeclaration<I>): EntityOperation<I> {
   const def: EntityOperation<I> = { ...declaration, kind: 'operation', compensation: { ...DEFAULT_COMPENSATION, ...declaration.compensation } };
   checkDeclaration(def as SagaType<unknown>);
+  if (def.compensation.attentionMs !== undefined) {
+    throw new SagaDeclarationError(def.type, 'compensation.attentionMs: an operation does not wait for a redrive (it gives its lock back and ends COMPENSATION_FAILED)');
+  }
   return Object.freeze(def);
 }
 
@@ -87,6 +94,10 @@ function checkDeclaration(def: SagaType<unknown>): void {
   }
   if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
     throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
+  }
+  const { attentionMs } = def.compensation ?? {};
+  if (attentionMs !== undefined && !(Number.isInteger(attentionMs) && attentionMs >= 0 && attentionMs <= MAX_ATTENTION_MS)) {
+    throw new SagaDeclarationError(type, `compensation.attentionMs must be a whole number of ms from 0 to ${MAX_ATTENTION_MS} (30 days)`);
   }
   for (const name of Object.keys(def.retiredHandlers ?? {})) {
     if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `retired handler name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);

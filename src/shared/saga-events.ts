@@ -1,6 +1,7 @@
 /**
  * The sink through which the workflow interceptor (src/workflows/interceptors.ts) reports a saga's
- * end to its worker, outside the sandbox: the worker counts it and logs it. Sinks are not called
+ * end to its worker, outside the sandbox, and the saga its waits in NEEDS_ATTENTION: the worker
+ * counts them and logs them. Sinks are not called
  * while a history replays, so a saga that a worker replays is not counted again.
  */
 import type { Sinks } from '@temporalio/workflow';
@@ -17,9 +18,21 @@ export interface SagaEndEvent {
   reason?: string;
 }
 
-/** The sinks the worker registers for the saga interceptor. */
+/** A saga that entered NEEDS_ATTENTION: its compensations could not all finish. */
+export interface SagaAttentionEvent {
+  type: string;
+  intentKey: string;
+  /** The compensations it still has to run. */
+  pending: string[];
+  /** Redrives it took before this wait (0: its first). */
+  redrives: number;
+}
+
+/** The sinks the worker registers for the saga interceptor and the saga. */
 export interface SagaEventSinks extends Sinks {
   sagaEvents: {
     ended(event: SagaEndEvent): void;
+    /** Told by the saga itself each time it begins to wait in NEEDS_ATTENTION. */
+    attention(event: SagaAttentionEvent): void;
   };
 }

@@ -9,6 +9,12 @@ export const SagaPhase = {
   REGISTERED: 'REGISTERED',
   RUNNING_STEPS: 'RUNNING_STEPS',
   COMPENSATING: 'COMPENSATING',
+  /**
+   * A compensation failed after its retries: the saga waits, holding its row and its intent, for an
+   * operator to fix the cause and redrive it (`saga redrive`), for its type's `attentionMs`; then it
+   * ends COMPENSATION_FAILED.
+   */
+  NEEDS_ATTENTION: 'NEEDS_ATTENTION',
   COMPLETED: 'COMPLETED',
   REJECTED: 'REJECTED',
   COMPENSATED: 'COMPENSATED',
@@ -76,6 +82,8 @@ export const ErrorType = {
   SAGA_REJECTED: 'SAGA_REJECTED',
   /** The saga's deadline passed: it took no further step and compensated (outcome EXPIRED). */
   DEADLINE_EXCEEDED: 'DEADLINE_EXCEEDED',
+  /** A redrive of a saga that is not waiting in NEEDS_ATTENTION (compensating, running, or ended). */
+  NOT_NEEDING_ATTENTION: 'NOT_NEEDING_ATTENTION',
   /** A saga's input reached Temporal unencrypted (a plain client without the codec): its execution was deleted. */
   UNENCRYPTED_INPUT: 'UNENCRYPTED_INPUT',
 } as const;
@@ -116,7 +124,19 @@ export interface CompensationPolicy {
    * token) so a later, new request for the same intent may succeed. @default true
    */
   freeIntent: boolean;
+  /**
+   * How long a saga whose compensations could not all finish waits in NEEDS_ATTENTION, in ms,
+   * holding its row and intent, for an operator to fix the cause and redrive the ones left (`saga
+   * redrive`); each redrive that fails again waits as long anew. When the wait ends, the saga ends
+   * COMPENSATION_FAILED (to be settled by hand, `saga settle`). 0: it ends so at once. Only a type
+   * that creates an entity waits: an operation gives its lock back and ends COMPENSATION_FAILED.
+   * Absent in plans of earlier versions (they never wait). @default 1 day (in defineSaga)
+   */
+  attentionMs?: number;
 }
+
+/** The longest a saga type may wait in NEEDS_ATTENTION for a redrive: 30 days. */
+export const MAX_ATTENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** Timing of the saga's activities; validated by the client (beat < heartbeat timeout < lease). */
 export interface SagaTimings {
@@ -274,6 +294,23 @@ export interface SagaState {
   stepsDone: string[];
   compensationsRun: string[];
   errors: SagaError[];
+  /**
+   * Set while the saga waits in NEEDS_ATTENTION, and kept once it ends: what it still has to undo,
+   * since when and until when it waits (ISO 8601, workflow time), and how many redrives it took.
+   */
+  attention?: SagaAttention;
+}
+
+/** What a saga that needs an operator waits for (see {@link SagaState.attention}). */
+export interface SagaAttention {
+  /** The compensations still to run, in the order they will be retried (`undoEntity` last). */
+  pending: string[];
+  /** When it entered NEEDS_ATTENTION this time. */
+  since: string;
+  /** When its wait ends (then it ends COMPENSATION_FAILED) unless redriven before. */
+  until: string;
+  /** Redrives so far. */
+  redrives: number;
 }
 
 /**

@@ -4,20 +4,9 @@
  * saga's, from the failure it ends with) and nothing else, and a sink call adds no command to the history: the saga's code and its histories are
  * untouched, and a replay reports nothing (sinks are not called during replay).
  */
-import { ApplicationFailure, TemporalFailure, proxySinks, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
-import { ErrorType, RESERVATION_SAGA_WORKFLOW, type SagaEventSinks, type SagaState } from '../shared';
-
-const { sagaEvents: sinks } = proxySinks<SagaEventSinks>();
-
-/**
- * Tells the worker, unless this is a replay: a replayed end was told when it ran, and a replayer
- * (Worker.runReplayHistory) registers no sinks and would report each call as unregistered.
- */
-const sagaEvents: SagaEventSinks['sagaEvents'] = {
-  ended: (event) => {
-    if (!workflowInfo().unsafe.isReplaying) sinks.ended(event);
-  },
-};
+import { ApplicationFailure, TemporalFailure, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
+import { ErrorType, RESERVATION_SAGA_WORKFLOW, type SagaState } from '../shared';
+import { sagaEvents } from './saga-events';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -15,6 +15,7 @@ import {
   patched,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   upsertMemo,
   upsertSearchAttributes,
@@ -30,6 +31,7 @@ import {
   SAGA_TYPE,
   SagaOutcome,
   SagaPhase,
+  redriveUpdate,
   reservationUpdate,
   stateQuery,
   stepNamesOf,
@@ -40,6 +42,7 @@ import {
   type SagaStart,
   type SagaState,
 } from '../shared';
+import { sagaEvents } from './saga-events';
 
 /**
  * The patch that moved the reservation in front of the workflow (the gate in SagaClient) and the
@@ -88,6 +91,13 @@ export const MEMO_OWNER_PATCH = 'memo-owner';
  * a worker whose saga types no longer have one of them refuses to start while the saga runs.
  */
 export const MEMO_STEPS_PATCH = 'memo-plan-steps';
+
+/**
+ * A saga whose compensations could not all finish waits in NEEDS_ATTENTION (its type's
+ * `attentionMs`) for an operator's redrive, instead of ending COMPENSATION_FAILED at once. Plans of
+ * earlier versions have no `attentionMs`: they never reach it.
+ */
+export const NEEDS_ATTENTION_PATCH = 'needs-attention';
 
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
@@ -241,8 +251,27 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   const known: { plan?: SagaPlan } = {};
   let reservationFailed: string | undefined;
   const { reject } = lifecycle(state);
+  const redrives: Redrives = { asked: 0, answered: 0 };
 
   setHandler(stateQuery, () => state);
+  setHandler(
+    redriveUpdate,
+    async () => {
+      const ticket = ++redrives.asked;
+      // Answered once the round this redrive asked for has run: the saga waits again, or has ended.
+      await condition(() => redrives.answered >= ticket && state.phase !== SagaPhase.COMPENSATING);
+      return state;
+    },
+    {
+      // Refused before anything is recorded unless the saga waits: a redrive never runs a
+      // compensation a second time, nor one of a saga still compensating by itself.
+      validator: () => {
+        if (state.phase !== SagaPhase.NEEDS_ATTENTION) {
+          throw ApplicationFailure.nonRetryable(`saga ${workflowId} is ${state.phase}, not NEEDS_ATTENTION: there is nothing to redrive`, ErrorType.NOT_NEEDING_ATTENTION);
+        }
+      },
+    },
+  );
   setHandler(
     reservationUpdate,
     async (request) => {
@@ -330,7 +359,7 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
   if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state);
-  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false });
+  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives });
 }
 
 /** The activities of an entity operation. */
@@ -376,7 +405,7 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     name,
     operation: { entityId, results: { ...results }, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs },
   });
-  const compensations: { name: string; run: () => Promise<unknown> }[] = [];
+  const compensations: Compensation[] = [];
   const deadline = deadlineOf(input);
   let ended: { outcome: SagaOutcome; reason?: string };
   try {
@@ -396,9 +425,9 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     const cancelled = isCancellation(err);
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
-    const failed = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
+    const left = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
-    ended = { outcome: compensatedOutcome(failed, reason), reason };
+    ended = { outcome: compensatedOutcome(left.length > 0, reason), reason };
   }
   try {
     await CancellationScope.nonCancellable(() => act.release.releaseLock(owner));
@@ -480,7 +509,7 @@ async function runReserved(
   sessionId: string,
   fencingToken: string,
   state: SagaState,
-  options: { searchableRegistered: boolean },
+  options: { searchableRegistered: boolean; redrives?: Redrives },
 ): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = activities(input);
@@ -490,7 +519,7 @@ async function runReserved(
   const owner = { type: input.type, intentKey: input.intentKey, sessionId, fencingToken };
   const stepContext = { ...owner, sagaKey: workflowId, payload: input.payload };
   // Compensations are registered before the effect they undo, and run in reverse.
-  const compensations: { name: string; run: () => Promise<unknown> }[] = [
+  const compensations: Compensation[] = [
     {
       name: 'undoEntity',
       run: () => act.compensation.undoEntity({ ...owner, freeIntent: input.compensation.freeIntent }),
@@ -553,11 +582,17 @@ async function runReserved(
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
     const reversed = compensations.reverse();
-    const failed = await CancellationScope.nonCancellable(() =>
+    let left = await CancellationScope.nonCancellable(() =>
       patched(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
     );
+    const attentionMs = input.compensation.attentionMs ?? 0;
+    const waits = left.length > 0 && attentionMs > 0 && options.redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
+    if (waits) left = await CancellationScope.nonCancellable(() => untilRedriven(left, attentionMs, input, state, options.redrives!));
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
-    return finish(compensatedOutcome(failed, reason), reason);
+    finish(compensatedOutcome(left.length > 0, reason), reason);
+    // A redrive that ended the saga answers with its outcome before the workflow completes.
+    if (waits) await handlersSettled();
+    return state;
   }
   // 5. Every step has succeeded: the saga only goes forward. Marking the row COMPLETED is retried
   // until it succeeds (a PostgreSQL failover must not undo a paid order), and a cancellation can no
@@ -587,37 +622,82 @@ async function allSettledOrFirstFailure(runs: Promise<void>[]): Promise<void> {
   if (failed) throw failed.reason;
 }
 
+/** One compensation of a saga, as it runs it. */
+interface Compensation {
+  name: string;
+  run: () => Promise<unknown>;
+}
+
+/**
+ * The redrives an operator sent (`redrive` updates accepted) and those the saga has run a round
+ * for: updates accepted together are answered by one round, so none runs a compensation twice.
+ */
+interface Redrives {
+  asked: number;
+  answered: number;
+}
+
+/**
+ * Waits in NEEDS_ATTENTION, `attentionMs` at a time, for a redrive, and on each one retries the
+ * compensations `left` (in their order, `undoEntity` last and only once the others succeeded);
+ * returns what is still left when a round finished them all ([]) or a wait ended without a
+ * redrive. The saga holds its row and intent all along: nothing is undone until its turn.
+ */
+async function untilRedriven(left: Compensation[], attentionMs: number, input: SagaInput, state: SagaState, redrives: Redrives): Promise<Compensation[]> {
+  const { enter } = lifecycle(state);
+  const { workflowId } = workflowInfo();
+  for (let round = 0; left.length > 0; round++) {
+    const since = Date.now();
+    const pending = left.map((c) => c.name);
+    state.attention = { pending, since: new Date(since).toISOString(), until: new Date(since + attentionMs).toISOString(), redrives: round };
+    enter(SagaPhase.NEEDS_ATTENTION);
+    // Shown on the saga's page in the Temporal UI, above its history.
+    setCurrentDetails(
+      `**Needs attention**: ${pending.join(', ')} could not be undone (see the saga's errors). Fix the cause, then ` +
+        `\`saga redrive ${workflowId}\`; at ${state.attention.until} the saga ends COMPENSATION_FAILED (then \`saga settle\`).`,
+    );
+    sagaEvents.attention({ type: state.type, intentKey: state.intentKey, pending, redrives: round });
+    const redriven = await condition(() => redrives.asked > redrives.answered, attentionMs, { summary: `needs attention: waiting for a redrive of ${pending.join(', ')}` });
+    if (!redriven) break;
+    enter(SagaPhase.COMPENSATING);
+    state.attention.redrives = round + 1;
+    const asked = redrives.asked;
+    left = await compensateKeepingEntity(left, input.compensation, state);
+    redrives.answered = asked;
+  }
+  // A redrive accepted in the very task in which the wait ran out is answered with how the saga ends.
+  redrives.answered = redrives.asked;
+  setCurrentDetails('');
+  return left;
+}
+
 /**
  * Runs the steps' compensations by the type's policy, then undoes the entity only if every one of
  * them succeeded: a saga that ends COMPENSATION_FAILED keeps its row and its intent (the customer,
  * the items and the amount an operator needs to settle it; no new saga may take the row over).
- * Records every failure; true if any failed. `ordered` ends with `undoEntity`.
+ * Records every failure; returns the compensations not done (failed, or never run), in their order:
+ * none when every one succeeded. `ordered` ends with `undoEntity`.
  */
-async function compensateKeepingEntity(
-  ordered: { name: string; run: () => Promise<unknown> }[],
-  policy: SagaInput['compensation'],
-  state: SagaState,
-): Promise<boolean> {
+async function compensateKeepingEntity(ordered: Compensation[], policy: SagaInput['compensation'], state: SagaState): Promise<Compensation[]> {
   const undo = ordered[ordered.length - 1]!;
-  const failed = await compensate(ordered.slice(0, -1), policy, state);
-  if (failed) return true;
+  const left = await compensate(ordered.slice(0, -1), policy, state);
+  if (left.length > 0) return [...left, undo];
   return compensate([undo], policy, state);
 }
 
-/** Runs the compensations by the type's policy; records every failure; true if any failed. */
-async function compensate(
-  ordered: { name: string; run: () => Promise<unknown> }[],
-  policy: SagaInput['compensation'],
-  state: SagaState,
-): Promise<boolean> {
-  let failed = false;
-  const runOne = async (c: (typeof ordered)[number]) => {
+/**
+ * Runs the compensations by the type's policy; records every failure; returns those not done
+ * (failed, or not run after a failure without `continueOnError`), in their order.
+ */
+async function compensate(ordered: Compensation[], policy: SagaInput['compensation'], state: SagaState): Promise<Compensation[]> {
+  const done = new Set<Compensation>();
+  const runOne = async (c: Compensation) => {
     try {
       await c.run();
       state.compensationsRun.push(c.name);
+      done.add(c);
       return true;
     } catch (err) {
-      failed = true;
       state.errors.push({ at: c.name, type: failureType(err), message: failureMessage(err) });
       return false;
     }
@@ -629,5 +709,5 @@ async function compensate(
       if (!(await runOne(c)) && !policy.continueOnError) break;
     }
   }
-  return failed;
+  return ordered.filter((c) => !done.has(c));
 }

@@ -8,8 +8,8 @@ import { sagaWorkflowId } from '../../src/shared';
 import { EXIT } from '../../src/cli';
 
 import { envOf } from '../helpers/processes';
-import { order, rowIdOf, type SagaHarness, startHarness } from '../helpers/saga-harness';
-import { DECLINED_CARD } from '../fixtures/orders';
+import { eventually, order, rowIdOf, type SagaHarness, startHarness } from '../helpers/saga-harness';
+import { DECLINED_CARD, REFUND_REFUSED_CARD } from '../fixtures/orders';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
 const ROOT = path.resolve(__dirname, '../..');
@@ -70,6 +70,28 @@ describe('saga CLI', () => {
     expect(refused.code).toBe(EXIT.ERROR);
     expect(refused.stderr.trim()).toBe(`saga: saga ${workflowId} ended COMPLETED, not COMPENSATION_FAILED: there is nothing to settle`);
     expect((await h.client.status(workflowId)).state.outcome).toBe('COMPLETED');
+  });
+
+  it('list --needs-attention finds a saga waiting for an operator; redrive retries it (exit 5 while it still waits) and refuses one that does not wait', async () => {
+    const started = await h.client.start('order', order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] }));
+    const { workflowId } = started;
+    const listed = await eventually(
+      async () => json<{ workflowId: string; phase: string }[]>((await saga(['list', '--needs-attention', '--json'])).stdout),
+      (rows) => rows.some((r) => r.workflowId === workflowId),
+      'the saga to be listed as needing attention',
+    );
+    const redriven = await saga(['redrive', workflowId]);
+    const completed = await h.client.result((await h.client.start('order', order())).workflowId);
+    const completedId = sagaWorkflowId('order', completed.idempotencyKey);
+    const refused = await saga(['redrive', completedId]);
+    const both = await saga(['list', '--needs-attention', '--phase', 'COMPLETED']);
+
+    expect(listed.every((r) => r.phase === 'NEEDS_ATTENTION')).toBe(true);
+    expect(redriven.code).toBe(EXIT.SAGA_FAILED);
+    expect(redriven.stdout).toMatch(new RegExp(`^${workflowId}: still NEEDS_ATTENTION, left to undo: refundPayment, undoEntity \\(the failures: saga status\\); waits until \\d{4}-`));
+    expect(refused.code).toBe(EXIT.ERROR);
+    expect(refused.stderr.trim()).toBe(`saga: saga ${completedId} has ended (COMPLETED): there is nothing to redrive`);
+    expect(both.code).toBe(EXIT.USAGE);
   });
 
   it('start --type order-cancel runs an operation on an existing order like any type; intent shows its lock and row', async () => {

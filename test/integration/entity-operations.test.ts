@@ -10,14 +10,21 @@ import type { StartedSaga } from '../../src/client';
 import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { ordersTable, REFUND_REFUSED_CARD } from '../fixtures/orders';
+import { defineSagaTypes } from '../../src/sagas';
+import { ordersTable, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
 const DECLINED = '4000000000000002';
 
 let h: SagaHarness;
 beforeAll(async () => {
-  h = await startHarness('entity operations');
+  // And `order-unattended`: the order saga ending COMPENSATION_FAILED at once, without waiting for a redrive.
+  h = await startHarness('entity operations', {
+    sagaTypes: (config, providerUrl) => {
+      const types = sagaTypesFor(config, providerUrl);
+      return defineSagaTypes(...Object.values(types), { ...types.order!, type: 'order-unattended', compensation: { ...types.order!.compensation, attentionMs: 0 } });
+    },
+  });
 });
 afterAll(async () => {
   await h?.stop();
@@ -231,11 +238,11 @@ describe('an order\'s owner', () => {
 });
 
 describe('an order whose saga ended COMPENSATION_FAILED', () => {
-  /** An order whose stock ran short and whose refund was refused: its row REGISTERED, its intent held. */
+  /** An order whose stock ran short and whose refund was refused (its type does not wait for a redrive): its row REGISTERED, its intent held. */
   async function stuckOrder() {
     const skus = await ownSkus(1);
     const cart = order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: skus[0], quantity: 5, priceCents: 100 }] });
-    const started = await h.client.start('order', cart);
+    const started = await h.client.start('order-unattended', cart);
     const final = await h.client.result(started.workflowId);
     expect(final.outcome).toBe('COMPENSATION_FAILED');
     return { cart, started, entityId: final.entityId! };
@@ -263,7 +270,7 @@ describe('an order whose saga ended COMPENSATION_FAILED', () => {
     expect(settled).toEqual({ workflowId: started.workflowId, row: 'COMPENSATED', intentFreed: true });
     expect((await ordersTable.findById(h.pool, rowIdOf(entityId)))?.status).toBe('COMPENSATED');
     await expect(h.client.start('order-cancel', { order: entityId })).rejects.toMatchObject({ code: 'ENTITY_NOT_FOUND' });
-    const again = await h.client.start('order', cart);
+    const again = await h.client.start('order-unattended', cart);
     expect(again.reservation.status).toBe('SUCCESS');
     await h.client.result(again.workflowId);
   });

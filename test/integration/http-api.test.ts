@@ -12,7 +12,7 @@ import { createSagaServer, type SagaBackend, type SagaServerOptions } from '../.
 
 import { envOf } from '../helpers/processes';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { sagaTypesFor } from '../fixtures/orders';
+import { REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLIENTS = [
@@ -454,6 +454,39 @@ describe('reading and cancelling sagas', () => {
     expect(final.outcome).toBe('COMPENSATED');
     await expectProblem(again, 409, '/problems/saga-ended');
   });
+
+  it("redrives a saga of the caller's waiting in NEEDS_ATTENTION, lists it by that phase, and no other client's or a saga that does not wait", async () => {
+    // Short stock after the charge, and the card network refuses the refund: the saga waits for an operator.
+    const data = order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] });
+    const { workflowId } = (await (await start('order', data, { key: uniqueKey('attention') })).json()) as { workflowId: string };
+    const waiting = await eventually(
+      () => get(`/v1/sagas/${workflowId}`).then((r) => r.json() as Promise<{ phase: string }>),
+      (s) => s.phase === 'NEEDS_ATTENTION',
+      'the saga to need attention',
+    );
+    const redrive = (id: string, token: string) => fetch(`${base}/v1/sagas/${id}/redrive`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
+
+    const asBob = await redrive(workflowId, BOB.token);
+    const redriven = await redrive(workflowId, ALICE.token);
+    const listed = await eventually(
+      () => get('/v1/sagas?phase=NEEDS_ATTENTION').then((r) => r.json() as Promise<{ sagas: { workflowId: string }[] }>),
+      (body) => body.sagas.some((s) => s.workflowId === workflowId),
+      'the saga to be listed by its phase',
+    );
+    const done = (await (await start('order', order(), { key: uniqueKey('not-waiting'), prefer: 'wait=9' })).json()) as { workflowId: string; outcome: string };
+    const notWaiting = await redrive(done.workflowId, ALICE.token);
+
+    expect(waiting).toMatchObject({ status: 'RUNNING', phase: 'NEEDS_ATTENTION', compensations: ['releaseStock'], attention: { pending: ['refundPayment', 'undoEntity'], redrives: 0 } });
+    await expectProblem(asBob, 404, '/problems/saga-not-found');
+    expect(redriven.status).toBe(200);
+    // The refund is refused again: the saga waits again, the new failure in its errors.
+    const after = (await redriven.json()) as { phase: string; errors: { at: string }[]; attention: { redrives: number } };
+    expect(after).toMatchObject({ workflowId, status: 'RUNNING', phase: 'NEEDS_ATTENTION', attention: { redrives: 1 } });
+    expect(after.errors.filter((e) => e.at === 'refundPayment')).toHaveLength(2);
+    expect(listed.sagas.map((s) => s.workflowId)).toContain(workflowId);
+    expect(done.outcome).toBe('COMPLETED');
+    await expectProblem(notWaiting, 409, '/problems/not-needing-attention');
+  });
 });
 
 describe('the curl walk-through (docs/examples/http-walkthrough.sh)', () => {
@@ -512,6 +545,7 @@ describe('documents and probes', () => {
       list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
+      redrive: client.redrive.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: stuck, requestTimeoutMs: 200 }));
@@ -538,6 +572,7 @@ describe('shutdown', () => {
       list: client.list.bind(client),
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
+      redrive: client.redrive.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: slow }));

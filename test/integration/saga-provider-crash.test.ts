@@ -2,13 +2,17 @@
  * The order saga against the payment provider in a process of its own, killed after it committed
  * the charge and before it answered: the step's attempt sees the connection fail, the record stays
  * STARTED, and the retry (to the provider started again) sends the same key and is answered from the
- * provider's store. One charge, however the reply was lost.
+ * provider's store. One charge, however the reply was lost. And the same crash where the saga cannot
+ * wait for the provider: a refund lost so, redriven by an operator once the provider is back; a
+ * charge lost so while the saga's deadline passes. Each effect is applied once.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { SagaState } from '../../src/shared';
 import { killProviderProcesses, startProviderProcess, type ProviderProcess } from '../helpers/provider-process';
 import { freePort } from '../helpers/redis-servers';
-import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { sagaTypesFor } from '../fixtures/orders';
 
 const key = `crash-${randomUUID()}`;
@@ -48,4 +52,56 @@ it('charges once when the provider dies between its commit and its answer: the r
   expect(second.output()).toMatch(new RegExp(`replayed.*${workflowId}:chargePayment`));
   second.child.kill('SIGTERM');
   await second.exited;
+});
+
+/** An order the stock refuses (short stock) once its payment was charged: it compensates, refunding the charge. */
+const shortStock = () => order({ items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] });
+
+it('refunds once when the provider dies between committing a refund and answering it and the saga runs out of retries: redriven, the refund is answered from its store', { timeout: 120_000 }, async () => {
+  const refundKey = `refund-crash-${randomUUID()}`;
+  const sagaKey = `order-${refundKey}`;
+  const crashing = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port, crashOnKey: `${sagaKey}:refundPayment` });
+
+  const started = await h.client.start('order', shortStock(), { idempotencyKey: refundKey });
+  expect(await crashing.exited).toBe(137);
+  // Every attempt of the refund finds no provider: the saga waits for an operator, its row kept.
+  const waiting = await eventually(
+    () => h.client.status(sagaKey).then((s) => s.state),
+    (s: SagaState) => s.phase === 'NEEDS_ATTENTION',
+    'the saga to need attention',
+  );
+  expect(waiting).toMatchObject({ compensationsRun: ['releaseStock'], attention: { pending: ['refundPayment', 'undoEntity'] } });
+  expect(await h.chargesOf(sagaKey)).toMatchObject([{ status: 'succeeded', refunded: true }]);
+
+  const back = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port });
+  const final = await h.client.redrive(sagaKey);
+
+  expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', compensationsRun: ['releaseStock', 'refundPayment', 'undoEntity'], attention: { redrives: 1 } });
+  expect(await h.chargesOf(sagaKey)).toMatchObject([{ status: 'succeeded', refunded: true }]);
+  expect(crashing.output()).toMatch(new RegExp(`refund ch_\\w+ refunded .*key ${sagaKey}:refundPayment`));
+  expect(back.output()).toMatch(new RegExp(`replayed.*${sagaKey}:refundPayment`));
+  expect((await h.rms.inspect(started.intentKey)).exists).toBe(false);
+  back.child.kill('SIGTERM');
+  await back.exited;
+});
+
+it('charges and refunds once when the provider dies with the charge unanswered while the saga\'s deadline passes: it ends EXPIRED', { timeout: 120_000 }, async () => {
+  const chargeKey = `deadline-crash-${randomUUID()}`;
+  const sagaKey = `order-${chargeKey}`;
+  const crashing = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port, crashOnKey: `${sagaKey}:chargePayment` });
+
+  const startedAt = Date.now();
+  const started = await h.client.start('order', order(), { idempotencyKey: chargeKey, deadlineMs: 1000 });
+  expect(await crashing.exited).toBe(137);
+  // The provider stays away until the deadline has passed; the charge's next attempt then finds it.
+  await delay(Math.max(0, startedAt + 1000 - Date.now()));
+  const back = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port });
+  const final = await h.client.result(sagaKey);
+
+  expect(final).toMatchObject({ outcome: 'EXPIRED', reason: 'DEADLINE_EXCEEDED', stepsDone: ['chargePayment'], compensationsRun: ['refundPayment', 'undoEntity'] });
+  expect(await h.chargesOf(sagaKey)).toMatchObject([{ status: 'succeeded', refunded: true }]);
+  expect(back.output()).toMatch(new RegExp(`replayed.*${sagaKey}:chargePayment`));
+  expect((await h.rms.inspect(started.intentKey)).exists).toBe(false);
+  back.child.kill('SIGTERM');
+  await back.exited;
 });

@@ -236,29 +236,32 @@ describe('the order saga', () => {
     expect((await rowOf(started.intentKey))?.status).toBe('COMPENSATED');
   });
 
-  it('ends COMPENSATION_FAILED, visible in state and search attributes, keeping its row and intent for an operator', async () => {
+  it('waits in NEEDS_ATTENTION when a refund is refused, visible in state and search attributes, keeping its row and intent for an operator', async () => {
     const cart = order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] });
     const started = await h.client.start('order', cart);
 
-    const final = await h.client.result(started.workflowId);
+    const waiting = await eventually(() => phaseOf(started.workflowId), (s: SagaState) => s.phase === 'NEEDS_ATTENTION', 'the saga to need attention');
 
-    expect(final.outcome).toBe('COMPENSATION_FAILED');
-    expect(final.errors.map((e) => e.at)).toContain('refundPayment');
+    expect(waiting.outcome).toBeUndefined();
+    expect(waiting.attention).toMatchObject({ pending: ['refundPayment', 'undoEntity'], redrives: 0 });
+    expect(waiting.errors.map((e) => e.at)).toContain('refundPayment');
     // The refund failed, so the entity is not undone: the payment is still CHARGED, and the order row
     // keeps the customer, items and amount an operator needs to settle it.
-    expect(final.compensationsRun).toEqual(['releaseStock']);
+    expect(waiting.compensationsRun).toEqual(['releaseStock']);
     expect(await h.chargesOf(started.workflowId)).toMatchObject([{ status: 'succeeded', refunded: false }]);
-    expect(await rowOf(started.intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: final.fencingToken, data: { customer: cart.customer } });
+    expect(await rowOf(started.intentKey)).toMatchObject({ status: 'REGISTERED', lastFencingToken: waiting.fencingToken, data: { customer: cart.customer } });
     expect((await h.rms.inspect(started.intentKey)).exists).toBe(true);
     // A new order for the same cart cannot take the row over.
     expect((await h.client.start('order', cart)).reservation.status).toBe('DUPLICATE');
-    expect((await h.client.status(started.workflowId)).state.outcome).toBe('COMPENSATION_FAILED');
     const listed = await eventually(
-      () => h.client.list({ outcome: 'COMPENSATION_FAILED' }),
+      () => h.client.list({ phase: 'NEEDS_ATTENTION' }),
       (rows) => rows.some((r) => r.workflowId === started.workflowId),
-      'the saga to be listed by its outcome',
+      'the saga to be listed by its phase',
     );
-    expect(listed.every((r) => r.outcome === 'COMPENSATION_FAILED')).toBe(true);
+    expect(listed.every((r) => r.phase === 'NEEDS_ATTENTION' && r.status === 'RUNNING')).toBe(true);
+    // A refund the card network refuses is refused again: the redrive answers that the saga still waits.
+    const redriven = await h.client.redrive(started.workflowId);
+    expect(redriven).toMatchObject({ phase: 'NEEDS_ATTENTION', compensationsRun: ['releaseStock'], attention: { pending: ['refundPayment', 'undoEntity'], redrives: 1 } });
   });
 
   it('stops the running step when cancelled (its AbortSignal), then compensates: nothing charged, the step tombstoned', async () => {

@@ -28,10 +28,11 @@ const declaration = (overrides: Partial<SagaDeclaration<{ room: string }>> = {})
 });
 
 describe('defineSaga', () => {
-  it('fills the compensation policy a type leaves out (reverse order, all of them, intent freed)', () => {
+  it('fills the compensation policy a type leaves out (reverse order, all of them, intent freed, a day in NEEDS_ATTENTION)', () => {
     const def = defineSaga(declaration({ compensation: { parallel: true } }));
     expect(def.kind).toBe('creation');
-    expect(def.compensation).toEqual({ parallel: true, continueOnError: true, freeIntent: true });
+    expect(def.compensation).toEqual({ parallel: true, continueOnError: true, freeIntent: true, attentionMs: 24 * 60 * 60 * 1000 });
+    expect(defineSaga(declaration({ compensation: { attentionMs: 0 } })).compensation.attentionMs).toBe(0);
   });
 
   it.each([
@@ -41,6 +42,8 @@ describe('defineSaga', () => {
     [{ steps: [{ step: 'hold', compensation: 'hold' }] }, 'saga type "booking": step name "hold" is used twice'],
     [{ type: 'Booking' }, 'saga type "Booking": the type must be lower-case letters, digits and -, starting with a letter (at most 63)'],
     [{ table: { table: 'bookings' } as never }, 'saga type "booking": table must be a FencedTable (fencedTable(name, dataColumns))'],
+    [{ compensation: { attentionMs: -1 } }, 'saga type "booking": compensation.attentionMs must be a whole number of ms from 0 to 2592000000 (30 days)'],
+    [{ compensation: { attentionMs: 31 * 24 * 60 * 60 * 1000 } }, 'saga type "booking": compensation.attentionMs must be a whole number of ms'],
   ])('refuses a malformed declaration where it is written (%#)', (overrides, message) => {
     expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(SagaDeclarationError);
     expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(message);
@@ -59,6 +62,22 @@ describe('defineOperation', () => {
       handlers: { cancel: noop, reinstate: noop, refund: noop },
     });
     expect(def.kind).toBe('operation');
+  });
+
+  it('refuses a wait for a redrive: an operation gives its lock back and ends COMPENSATION_FAILED', () => {
+    const declare = () =>
+      defineOperation({
+        type: 'booking-cancel',
+        scope: 'booking',
+        schema: z.object({ booking: z.string() }),
+        entity: (input) => input.booking,
+        table: fencedTable('bookings', ['room']),
+        steps: [{ step: 'cancel' }],
+        handlers: { cancel: noop },
+        compensation: { attentionMs: 60_000 },
+      });
+    expect(declare).toThrow(SagaDeclarationError);
+    expect(declare).toThrow('saga type "booking-cancel": compensation.attentionMs: an operation does not wait for a redrive');
   });
 });
 

@@ -47,8 +47,19 @@ describe('recorded saga histories', () => {
         // Its lease ended before any worker ran it and another request took the intent: REJECTED, a
         // failed workflow carrying its state (rejected-saga-fails).
         'gate-rejected',
-        // Started by a plain Temporal client with {type, idempotencyKey, data}.
+        // Past its deadline: compensated (EXPIRED), or before its write (nothing written).
+        'gate-expired',
+        'gate-expired-unwritten',
+        // Its steps as one group, run at once; its plan's step names in its memo (memo-plan-steps).
+        'gate-grouped-steps',
+        'gate-steps-recorded',
+        // A compensation failed: it waited in NEEDS_ATTENTION (needs-attention), redriven twice to
+        // COMPENSATED, or its wait ended (COMPENSATION_FAILED).
+        'gate-redriven',
+        'gate-attention-ended',
+        // Started by a plain Temporal client with {type, idempotencyKey, data}; one naming its owner (memo-owner).
         'by-type-completed',
+        'by-type-owned',
         'by-type-conflict',
         'by-type-invalid',
         // The hourly purge of the step idempotency store (its schedule's workflow).
