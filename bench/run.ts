@@ -11,6 +11,7 @@ import { PROJECT_ROOT } from '../src/paths';
 import { cliLatency } from './cli-latency';
 import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
+import { gateLimits } from './gate-limits';
 import { httpLoad } from './http-load';
 import { machineInfo, startServices } from './lib/environment';
 import { observabilityOverhead } from './observability-overhead';
@@ -37,6 +38,7 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'redis-memory': redisMemory,
   'key-growth': keyGrowth,
   'early-answer': earlyAnswer,
+  'gate-limits': gateLimits,
   'saga-throughput': sagaThroughput,
   'cli-latency': cliLatency,
   'http-load': httpLoad,

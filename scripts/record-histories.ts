@@ -31,7 +31,8 @@ const stock = { down: true };
 /**
  * The order app's types, and `order-grouped`: the order saga with its two steps as one group (run
  * at once); `order-fragile`: one whose stock compensation fails while `stock.down`, waiting 3 s in
- * NEEDS_ATTENTION; `order-unattended`: one that does not wait.
+ * NEEDS_ATTENTION; `order-unattended`: one that does not wait; `order-limited`: the order saga
+ * with limits per caller and per customer (gate-limits).
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -46,6 +47,7 @@ function recordedTypes(config: Config): SagaTypes {
     defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
     defineSaga({ ...order, type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
+    defineSaga({ ...order, type: 'order-limited', limits: [{ inFlight: 100 }, { per: (input) => (input as { customer: string }).customer, inFlight: 10 }] }),
   );
 }
 
@@ -111,6 +113,9 @@ async function main(): Promise<void> {
     shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
     // Its two steps run at once (a step group).
     shapes['gate-grouped-steps'] = (await client.start('order-grouped', cart('4242424242424242'))).workflowId;
+    // Of a type with limits: each counts itself out of its caller's counters when it ends (gate-limits).
+    shapes['gate-limited-completed'] = (await client.start('order-limited', cart('4242424242424242'))).workflowId;
+    shapes['gate-limited-compensated'] = (await client.start('order-limited', cart('4242424242424242', 'rare-coin', 2))).workflowId;
     // A saga of a version that records its plan's step names in its memo (memo-plan-steps).
     shapes['gate-steps-recorded'] = (await client.start('order', cart('4242424242424242'))).workflowId;
     shapes['gate-lease-expired'] = (await shortClient.start('order', cart('4242424242424242'))).workflowId;

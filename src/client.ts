@@ -11,10 +11,10 @@ import { loadConfig, requireCodecKeys, requireIntentSecret, type Config } from '
 import { createPool } from './db/pool';
 import { lockEntity, reserveIntent, undoEntity, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
-import { Rms, sessionTag } from './rms';
+import { Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inSpan } from './tracing';
-import { checkSagaTimings, entityNotFound, isEntityOperation, unkeyedRequestHash, prepareSaga, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaTypes } from './sagas';
+import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, sagaLimitCounters, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaType, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -25,6 +25,7 @@ import {
   sagaWorkflowId,
   type ReservationAnswer,
   type SagaInput,
+  type SagaLimitCounters,
   type SagaMemo,
   type SagaEnd,
   type SagaStart,
@@ -128,6 +129,12 @@ export interface StartedSaga {
   outcome?: SagaEnd;
   /** The saga's final state, when it ended while the call waited (`waitMs`): its entity id, steps and errors. */
   final?: SagaState;
+  /**
+   * Set on a CONFLICT answered because the caller is at a limit of its saga type (see
+   * `SagaDefinition.limits`): of sagas in flight, or of starts per second. Nothing was started and
+   * no lease is held; retry after `retryAfterMs`.
+   */
+  limited?: 'IN_FLIGHT' | 'RATE';
   /** Present when this key's saga existed before this call (a retry): the answer is that saga's, not a new one. */
   replayed?: true;
   /** The saga in the Temporal UI; absent when no saga was started. */
@@ -319,8 +326,9 @@ export class SagaClient {
     return this.#prepare(type, data, { idempotencyKey, owner });
   }
 
-  #prepare(type: string, data: unknown, options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>): SagaInput {
+  #prepare(type: string, data: unknown, options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>, limits: 'derive' | 'check' = 'derive'): SagaInput {
     return prepareSaga(type, data, {
+      limits,
       idempotencyKey: options.idempotencyKey,
       timings: this.#options.timings,
       types: this.#options.types,
@@ -358,7 +366,8 @@ export class SagaClient {
       throw new TypeError(`SagaClient.start: waitMs must be a whole number of milliseconds from 0 to ${MAX_WAIT_MS} (got ${waitMs})`);
     }
     if (options.owner !== undefined) checkOwner(options.owner, 'SagaClient.start: owner');
-    const input = this.#prepare(type, data, options);
+    // Limits are derived after the gate, for an answer that would start a saga (see #startOnce).
+    const input = this.#prepare(type, data, options, 'check');
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
     // Concurrent identical requests from this client share one answer.
     const flightKey = `${workflowId}\u0000${input.requestHash}`;
@@ -422,6 +431,10 @@ export class SagaClient {
       // The entity is this key's own saga's: a retry of a request that already succeeded.
       return this.#answerOfExisting(input, workflowId, sessionId, gate);
     }
+    // Limits are counted only for what would start a saga: a DUPLICATE or a CONFLICT never pays for them.
+    const limited = await this.#admit(input, def, sessionId, gate);
+    if (limited?.admitted.status === 'LIMITED') return { ...this.#rejected({ status: 'CONFLICT', retryAfterMs: limited.admitted.retryAfterMs }), limited: limited.admitted.limit };
+    const counted = limited && !limited.admitted.alreadyCounted ? limited.limits : undefined;
     const reservation = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const start: SagaStart = {
@@ -460,8 +473,9 @@ export class SagaClient {
       };
     } catch (err) {
       const { WorkflowExecutionAlreadyStartedError } = await temporalClientLibrary();
-      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfExisting(input, workflowId, sessionId, gate);
-      // The start may have landed with its reply lost: the lease is left to the saga, or to expire.
+      if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfExisting(input, workflowId, sessionId, gate, counted);
+      // The start may have landed with its reply lost: the lease and the count are left to the saga,
+      // or to expire (the count after its hold: see SagaDefinition.limits).
       throw err;
     }
   }
@@ -471,14 +485,46 @@ export class SagaClient {
   }
 
   /**
+   * Counts the saga in against its caller's limits, if its type declares any (undefined otherwise):
+   * one script on the caller's slot (another than the intent's, hence a round trip of its own, after
+   * the gate's). A refusal gives back at once the lease the gate just took (one already held is a
+   * running saga's, or a concurrent call's for the same key); so does an error, which is then thrown.
+   */
+  async #admit(
+    input: SagaInput,
+    def: SagaType<unknown>,
+    sessionId: string,
+    gate: Extract<GateAnswer, { status: 'SUCCESS' }>,
+  ): Promise<{ limits: SagaLimitCounters; admitted: AdmitResult } | undefined> {
+    const { rms, types, intentSecret } = this.#options;
+    const giveBack = async () => {
+      if (!gate.alreadyHeld) await rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
+    };
+    try {
+      const limits = sagaLimitCounters(input, types, intentSecret);
+      if (limits === undefined) return undefined;
+      const declared = limitsOf(def);
+      const counters = limits.counters.map((id, i) => ({ id, inFlight: declared[i]?.inFlight, perSecond: declared[i]?.perSecond }));
+      const admitted = await rms.admit({ tag: limits.tag, counters, sessionId, holdMs: limits.holdMs });
+      if (admitted.status === 'LIMITED') await giveBack();
+      return { limits, admitted };
+    } catch (err) {
+      await giveBack();
+      throw err;
+    }
+  }
+
+  /**
    * The key's saga exists: check that it was started with this payload, then answer from it. Its
    * memo holds the request hash and its current answer, and its search attributes its outcome, so
    * one describe call answers for a running or an ended saga, with no worker. (A saga that a plain
    * Temporal client started and that has not reserved yet answers through its update.) A lease the
    * gate took just now for this key is given back unless the running saga may still adopt it (it
-   * has not reserved yet, and confirms by reserving with the same session).
+   * has not reserved yet, and confirms by reserving with the same session). `counted`: the limit
+   * counters this call counted the session in, which only the key's saga, running for this caller,
+   * would count it out of.
    */
-  async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer): Promise<GateReply> {
+  async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer, counted?: SagaLimitCounters): Promise<GateReply> {
     const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, reservationUpdate, stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
     const description = await handle.describe();
@@ -495,6 +541,11 @@ export class SagaClient {
       const sagaToken = memo.reservation?.status === 'SUCCESS' ? memo.reservation.fencingToken : undefined;
       const sagas = running && attributes.get(INTENT_KEY) === input.intentKey && (phase === SagaPhase.RESERVING || gate.fencingToken === sagaToken);
       if (!sagas) await this.#options.rms.release({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken }).catch(() => undefined);
+    }
+    // This call counted the session in its caller's limits for a saga it did not start: the key's saga
+    // counts itself out when it ends, if it runs for this caller; otherwise nothing would.
+    if (counted && !(running && memo.owner === input.owner)) {
+      await this.#options.rms.countOut({ tag: counted.tag, counters: counted.counters, sessionId }).catch(() => undefined);
     }
     // Another owner's saga under this key (a library key shaped like an HTTP client's): not ours to answer from.
     if (memo.owner !== undefined && memo.owner !== input.owner) throw keyReused(input.idempotencyKey);

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'gate-limits', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -32,6 +32,12 @@ export interface Sizes {
     startsPerRound: (concurrency: number) => number;
     successRoundMs: number;
   };
+  /**
+   * Gate limits: requests in flight per case (DUPLICATE and SUCCESS at each), the length of a DUPLICATE
+   * round, of a SUCCESS round (a start takes milliseconds: longer, for enough of them) and of a
+   * warm-up, and the most starts of each type in a SUCCESS round (each leaves a workflow no worker runs).
+   */
+  gateLimits: { concurrencies: number[]; roundMs: number; successRoundMs: number; warmupMs: number; maxStarts: number };
   /** Saga throughput: rounds, worker processes per case, workflows per round, and how many are in flight. */
   sagas: { rounds: number; workerCounts: number[]; perRound: number; inFlight: number; roundMs: number };
   /** CLI latency: rounds per case, and calls of each contender per round (their median is the round's figure). */
@@ -78,6 +84,7 @@ const FULL: Sizes = {
     startsPerRound: (c) => (c === 1 ? 30 : 128),
     successRoundMs: 15_000,
   },
+  gateLimits: { concurrencies: [1, 32], roundMs: 1000, successRoundMs: 3000, warmupMs: 300, maxStarts: 300 },
   sagas: { rounds: 3, workerCounts: [1, 2], perRound: 150, inFlight: 30, roundMs: 30_000 },
   cli: { rounds: 5, callsPerRound: 3 },
   http: { concurrencies: [1, 64], roundMs: 3000 },
@@ -104,6 +111,7 @@ const QUICK: Sizes = {
     startsPerRound: (c) => (c === 1 ? 8 : c),
     successRoundMs: 10_000,
   },
+  gateLimits: { concurrencies: [1, 32], roundMs: 300, successRoundMs: 1500, warmupMs: 100, maxStarts: 100 },
   sagas: { rounds: 2, workerCounts: [1, 2], perRound: 24, inFlight: 12, roundMs: 15_000 },
   cli: { rounds: 2, callsPerRound: 1 },
   http: { concurrencies: [1, 64], roundMs: 500 },

@@ -28,7 +28,7 @@ import {
   type ExternalStepContext,
   type SagaTypes,
 } from '../sagas';
-import { ErrorType, type ReservationAnswer, type SagaPlan, type SagaTimings } from '../shared';
+import { ErrorType, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
 
 /** What the saga activities need. */
 export interface SagaActivityDeps {
@@ -283,6 +283,12 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
     /** Runs a compensation of an entity operation once per saga; a database one claims the row first. */
     async runOperationCompensation(req: StepRequest): Promise<OperationStepResult> {
       return runRecorded(req, 'compensation');
+    },
+
+    /** The saga ended: it stops counting against its caller's limits of sagas in flight (its starts stay counted). */
+    async countOut(req: { limits: SagaLimitCounters; sessionId: string }): Promise<{ countedOut: boolean }> {
+      const counted = await rms.countOut({ tag: req.limits.tag, counters: req.limits.counters, sessionId: req.sessionId });
+      return { countedOut: counted.status === 'COUNTED_OUT' };
     },
 
     /** Gives the entity's lock back (only while this holder has it): the end of every entity operation. */

@@ -5,7 +5,7 @@
  * such as "each sku once", are still checked by the server, answered 422).
  */
 import { z } from 'zod';
-import type { SagaTypes } from '../sagas';
+import { limitsOf, type SagaType, type SagaTypes } from '../sagas';
 import { MAX_DEADLINE_MS, SagaAbort, SagaOutcome, SagaPhase } from '../shared/saga';
 
 /** How a saga ends: its outcome, or how its workflow was stopped without one. */
@@ -40,6 +40,13 @@ const COMMON_ERRORS = {
   '503': problemResponse('Redis, PostgreSQL or Temporal unavailable, or the request deadline passed; retry', RETRY_AFTER),
 };
 
+/** A type's limits in words, e.g. `5 in flight, 10 per second; per scope value: 2 in flight`. */
+function limitsText(def: SagaType<unknown>): string {
+  return limitsOf(def)
+    .map((l) => `${l.per ? 'per scope value: ' : ''}${[l.inFlight === undefined ? '' : `${l.inFlight} in flight`, l.perSecond === undefined ? '' : `${l.perSecond} per second`].filter(Boolean).join(', ')}`)
+    .join('; ');
+}
+
 /** `order` → `OrderData`: the component name of a saga type's request body. */
 function componentName(type: string): string {
   return `${type.replace(/(^|[^A-Za-z0-9])([A-Za-z0-9])/g, (_m, _sep: string, c: string) => c.toUpperCase())}Data`;
@@ -56,7 +63,8 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
         title: { type: 'string' },
         status: { type: 'integer' },
         detail: { type: 'string' },
-        retryAfterMs: { type: 'integer', description: 'CONFLICT: when the intent may be free again' },
+        retryAfterMs: { type: 'integer', description: 'CONFLICT: when the intent may be free again; 429: when the limit may admit a start' },
+        limit: { enum: ['IN_FLIGHT', 'RATE'], description: '429: the limit reached, of sagas in flight or of starts per second' },
       },
       required: ['type', 'title', 'status', 'detail'],
     },
@@ -177,6 +185,7 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
           '400': problemResponse('Idempotency-Key missing or invalid, or a body that is not JSON'),
           '404': problemResponse('unknown saga type, or for an operation an entity that does not exist'),
           '409': problemResponse('DUPLICATE (the entity exists, made by another request) or CONFLICT (another request holds the intent; Retry-After)', RETRY_AFTER),
+          ...(limitsOf(def).length > 0 ? { '429': problemResponse(`this client is at a limit of the type (${limitsText(def)}); nothing was started (Retry-After)`, RETRY_AFTER) } : {}),
           '413': problemResponse('body over the limit'),
           '415': problemResponse('a body that is not application/json'),
           '422': problemResponse('data the saga type refuses, or the Idempotency-Key reused with another body'),

@@ -367,7 +367,8 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
 
 /**
  * The answer of a start: SUCCESS 201 with the saga's Location; DUPLICATE and CONFLICT 409 problems
- * (CONFLICT with Retry-After). See docs/http.md for why.
+ * (CONFLICT with Retry-After); a client at a limit of its saga type 429 with Retry-After. See
+ * docs/http.md for why.
  */
 function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: string; ui: string }): FastifyReply {
   const r = started.reservation;
@@ -391,6 +392,13 @@ function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: s
     return sendProblem(reply, problem(409, ProblemType.DUPLICATE, 'the entity this request would create already exists (created by another request); nothing was started', { intentKey: started.intentKey }));
   }
   reply.header('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
+  if (started.limited) {
+    const what = started.limited === 'RATE' ? 'starts per second' : 'sagas in flight';
+    return sendProblem(
+      reply,
+      problem(429, ProblemType.LIMITED, `this client is at its limit of ${what} for this saga type; nothing was started: retry after Retry-After seconds`, { limit: started.limited, retryAfterMs: r.retryAfterMs }),
+    );
+  }
   return sendProblem(
     reply,
     problem(409, ProblemType.CONFLICT, 'another request holds this intent right now; nothing was started: retry after Retry-After seconds', { intentKey: started.intentKey, retryAfterMs: r.retryAfterMs }),

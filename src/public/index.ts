@@ -20,6 +20,7 @@ export {
   MAX_PAYLOAD_BYTES,
   ENTITY_ID_PATTERN,
   type SagaDefinition,
+  type SagaLimit,
   type EntityOperation,
   type SagaType,
   type SagaList,

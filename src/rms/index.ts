@@ -4,19 +4,22 @@
  */
 export { createRedis, type RedisOptions } from './connection';
 export { RmsError, RmsReplyError, RmsUnavailableError, RmsValidationError, isRedisUnavailable } from './errors';
-export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, intentKey } from './intent-key';
-export { SESSION_TAG_LENGTH, intentKeys, intentTag, sessionTag, type IntentKeys } from './keys';
+export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, intentKey, scopeValueDigest } from './intent-key';
+export { SESSION_TAG_LENGTH, intentKeys, intentTag, limitKeys, limitTag, sessionTag, type IntentKeys, type LimitKeys } from './keys';
 export { Rms } from './rms';
 export type {
+  AdmitResult,
+  CountOutResult,
   EntityOwner,
   ExtendResult,
   FinalizeResult,
   FreeResult,
   IntentInspection,
+  LimitCounter,
   MarkExistsResult,
   RaiseResult,
   ReleaseResult,
   ReserveResult,
   RmsOptions,
 } from './types';
-export { isSessionId, INTENT_KEY_PATTERN, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';
+export { isSessionId, INTENT_KEY_PATTERN, LIMIT_COUNTER_PATTERN, MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';

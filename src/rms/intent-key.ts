@@ -150,3 +150,15 @@ class CanonicalWriter {
 function refuse(path: string, reason: string): never {
   throw new RmsValidationError('data', `${path} ${reason}`);
 }
+
+/**
+ * The digest a declared scope value (a customer id, a tenant) is known by in the Redis keys of its
+ * limit counter: 128 bits of HMAC-SHA-256 under the intent secret, as 22 base64url characters.
+ * Domain-separated from intent keys, so neither can stand for the other.
+ */
+export function scopeValueDigest(value: string, secret: Uint8Array): string {
+  if (!(secret instanceof Uint8Array) || secret.length < MIN_INTENT_SECRET_BYTES) {
+    throw new RmsValidationError('secret', `must be at least ${MIN_INTENT_SECRET_BYTES} bytes`);
+  }
+  return createHmac('sha256', secret).update(`limit-scope\u0000${value}`, 'utf8').digest().subarray(0, 16).toString('base64url');
+}

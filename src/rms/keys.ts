@@ -63,3 +63,26 @@ export function markerValue(sessionId: string, fencingToken: string): string {
 export function lockValue(sessionId: string, fencingToken: string): string {
   return `${sessionId}:${fencingToken}`;
 }
+
+/**
+ * The hash tag of a caller's limit counters (see {@link limitKeys}): base64url of the first 96 bits of
+ * the SHA-256 of the saga type and the caller (an owner, bounded to 64 characters, no personal data).
+ * Every counter of one caller shares it, so admitting a saga against all of them is one script on one
+ * slot; it is another slot than the intent's, so a SUCCESS pays one more round trip for it.
+ */
+export function limitTag(type: string, caller: string): string {
+  return createHash('sha256').update(`limits\u0000${type}\u0000${caller}`, 'utf8').digest().subarray(0, 12).toString('base64url');
+}
+
+/** The keys of one limit counter of a caller. */
+export interface LimitKeys {
+  /** `<prefix>f{<tag>}<counter>`: the sagas in flight, member = session id, score = when the entry stops counting. */
+  inFlight: string;
+  /** `<prefix>s{<tag>}<counter>`: the last second's starts, member = `<µs>:<session id>`, score = epoch ms. */
+  starts: string;
+}
+
+/** The keys of `counter` of the caller tagged `tag` (see {@link limitTag}) under `prefix`. */
+export function limitKeys(prefix: string, tag: string, counter: string): LimitKeys {
+  return { inFlight: `${prefix}f{${tag}}${counter}`, starts: `${prefix}s{${tag}}${counter}` };
+}

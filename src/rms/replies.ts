@@ -6,6 +6,8 @@
 import { RmsReplyError } from './errors';
 import { SESSION_TAG_LENGTH } from './keys';
 import type {
+  AdmitResult,
+  CountOutResult,
   EntityOwner,
   ExtendResult,
   FinalizeResult,
@@ -104,6 +106,21 @@ export function toIntentInspection(intent: string, reply: unknown): IntentInspec
     else if (remainingMs !== -1) return unexpected('inspect', reply);
   }
   return inspection;
+}
+
+/** Maps the reply of `admit.lua`. */
+export function toAdmitResult(reply: unknown): AdmitResult {
+  const [status, first, second] = asArray('admit', reply);
+  if (status === 'ADMITTED' && (first === 0 || first === 1)) return { status, alreadyCounted: first === 1 };
+  if (status === 'LIMITED' && (second === 'IN_FLIGHT' || second === 'RATE')) return { status, retryAfterMs: asInteger('admit', first), limit: second };
+  return unexpected('admit', reply);
+}
+
+/** Maps the reply of `count-out.lua`. */
+export function toCountOutResult(reply: unknown): CountOutResult {
+  const [status] = asArray('countOut', reply);
+  if (status === 'COUNTED_OUT' || status === 'NOT_COUNTED') return { status };
+  return unexpected('countOut', reply);
 }
 
 /**

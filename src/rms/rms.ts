@@ -5,8 +5,10 @@
  */
 import { Cluster, type Redis } from 'ioredis';
 import { RmsUnavailableError, RmsValidationError, toRmsError } from './errors';
-import { intentKeys, lockValue, markerValue, sessionTag as sessionTagOf } from './keys';
+import { intentKeys, limitKeys, lockValue, markerValue, sessionTag as sessionTagOf } from './keys';
 import {
+  toAdmitResult,
+  toCountOutResult,
   toExtendResult,
   toFinalizeResult,
   toFreeResult,
@@ -18,17 +20,32 @@ import {
 } from './replies';
 import { registerScripts, type RmsClient } from './scripts';
 import type {
+  AdmitResult,
+  CountOutResult,
   ExtendResult,
   FinalizeResult,
   FreeResult,
   IntentInspection,
+  LimitCounter,
   MarkExistsResult,
   RaiseResult,
   ReleaseResult,
   ReserveResult,
   RmsOptions,
 } from './types';
-import { MAX_LEASE_MS, assertDurationMs, assertFencingToken, assertIntent, assertKeyPrefix, assertSessionId } from './validation';
+import {
+  MAX_LEASE_MS,
+  MAX_LIMIT_IN_FLIGHT,
+  MAX_LIMIT_PER_SECOND,
+  assertDurationMs,
+  assertFencingToken,
+  assertIntent,
+  assertKeyPrefix,
+  assertLimit,
+  assertLimitCounters,
+  assertLimitTag,
+  assertSessionId,
+} from './validation';
 
 /** Deadline of one command when neither the options nor the client name one. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
@@ -217,6 +234,46 @@ export class Rms {
       () => this.client.rmsInspect(keys.processing, keys.entityExists),
       (reply) => toIntentInspection(intent, reply),
     );
+  }
+
+  /**
+   * Counts the saga of `sessionId` in against its caller's counters (tagged `tag`, see `limitTag`),
+   * all or none, in one atomic step: `ADMITTED` when no counter is at its limit of sagas in flight or
+   * of starts in the last second (the session then counts in each for at most `holdMs`, or until
+   * {@link countOut}); `ADMITTED` with `alreadyCounted` when the session counts already (a retry of a
+   * saga that runs: nothing changes); otherwise `LIMITED` with how long to wait, nothing counted.
+   */
+  async admit(input: { tag: string; counters: readonly LimitCounter[]; sessionId: string; holdMs: number }): Promise<AdmitResult> {
+    assertObject(input, 'input');
+    const { tag, counters, sessionId, holdMs } = input;
+    assertLimitTag(tag);
+    assertLimitCounters(Array.isArray(counters) ? counters.map((c: LimitCounter) => c?.id) : counters);
+    for (const c of counters) {
+      assertLimit(c.inFlight, 'inFlight', MAX_LIMIT_IN_FLIGHT);
+      assertLimit(c.perSecond, 'perSecond', MAX_LIMIT_PER_SECOND);
+    }
+    assertSessionId(sessionId);
+    assertDurationMs(holdMs, 'holdMs');
+    const keys = counters.flatMap((c) => {
+      const k = limitKeys(this.prefix, tag, c.id);
+      return [k.inFlight, k.starts];
+    });
+    const limits = counters.flatMap((c) => [String(c.inFlight ?? 0), String(c.perSecond ?? 0)]);
+    return this.run('admit', () => this.client.rmsAdmit(String(keys.length), ...keys, sessionId, String(holdMs), ...limits), toAdmitResult);
+  }
+
+  /**
+   * The saga of `sessionId` ended: it stops counting in its caller's counters of sagas in flight
+   * (`COUNTED_OUT`; `NOT_COUNTED` when it counted in none, e.g. on a retry). Its starts stay counted.
+   */
+  async countOut(input: { tag: string; counters: readonly string[]; sessionId: string }): Promise<CountOutResult> {
+    assertObject(input, 'input');
+    const { tag, counters, sessionId } = input;
+    assertLimitTag(tag);
+    assertLimitCounters(counters);
+    assertSessionId(sessionId);
+    const keys = counters.map((id) => limitKeys(this.prefix, tag, id).inFlight);
+    return this.run('countOut', () => this.client.rmsCountOut(String(keys.length), ...keys, sessionId), toCountOutResult);
   }
 
   /**

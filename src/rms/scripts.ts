@@ -11,7 +11,7 @@ import { PROJECT_ROOT } from '../paths';
 /** `lua/` at the repository root, from the sources and from dist/src/ alike. */
 const LUA_DIR = path.join(PROJECT_ROOT, 'lua');
 
-/** Each script: its file, its key count, and whether it only reads. */
+/** Each script: its file, its key count (null: the call's first argument says), and whether it only reads. */
 const SCRIPTS = {
   rmsReserve: { file: 'reserve.lua', numberOfKeys: 2, readOnly: false },
   rmsRaise: { file: 'raise.lua', numberOfKeys: 1, readOnly: false },
@@ -21,11 +21,14 @@ const SCRIPTS = {
   rmsFree: { file: 'free.lua', numberOfKeys: 1, readOnly: false },
   rmsMarkExists: { file: 'mark-exists.lua', numberOfKeys: 1, readOnly: false },
   rmsInspect: { file: 'inspect.lua', numberOfKeys: 2, readOnly: true },
+  // A saga's counters: one caller's, and one per declared scope value (see admit.lua).
+  rmsAdmit: { file: 'admit.lua', numberOfKeys: null, readOnly: false },
+  rmsCountOut: { file: 'count-out.lua', numberOfKeys: null, readOnly: false },
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
 
-/** A client with the RMS scripts registered: one method per script, arguments = KEYS then ARGV. */
+/** A client with the RMS scripts registered: one method per script, arguments = KEYS then ARGV (the key count first, where the script's is null). */
 export type RmsClient = (Redis | Cluster) & Record<ScriptName, (...keysThenArgs: string[]) => Promise<unknown>>;
 
 let sources: Record<ScriptName, string> | undefined;
@@ -48,7 +51,7 @@ export function registerScripts(redis: Redis | Cluster): RmsClient {
   const lua = loadSources();
   const client = redis as RmsClient;
   for (const [name, { numberOfKeys, readOnly }] of Object.entries(SCRIPTS) as [ScriptName, (typeof SCRIPTS)[ScriptName]][]) {
-    if (typeof client[name] !== 'function') redis.defineCommand(name, { lua: lua[name], numberOfKeys, readOnly });
+    if (typeof client[name] !== 'function') redis.defineCommand(name, { lua: lua[name], ...(numberOfKeys === null ? {} : { numberOfKeys }), readOnly });
   }
   return client;
 }

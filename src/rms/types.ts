@@ -86,3 +86,19 @@ export interface RmsOptions {
    */
   commandTimeoutMs?: number;
 }
+
+/** The answer of `admit`: counted in (or counted already), or refused by a limit with how long to wait. */
+export type AdmitResult =
+  | { status: 'ADMITTED'; alreadyCounted: boolean }
+  | { status: 'LIMITED'; retryAfterMs: number; limit: 'IN_FLIGHT' | 'RATE' };
+
+/** The answer of `countOut`: the session counted in some counter (now in none), or in none. */
+export type CountOutResult = { status: 'COUNTED_OUT' } | { status: 'NOT_COUNTED' };
+
+/** One counter a saga is admitted against: its id and its limits (absent: none of that kind). */
+export interface LimitCounter {
+  /** `<rule index>` for the caller's, `<rule index>:<digest>` for a scope value's (see `limitCounterId`). */
+  id: string;
+  inFlight?: number;
+  perSecond?: number;
+}

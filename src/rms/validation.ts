@@ -79,3 +79,39 @@ export function preview(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
   return typeof value;
 }
+
+/** Most sagas in flight a limit may allow. */
+export const MAX_LIMIT_IN_FLIGHT = 1_000_000;
+
+/** Most starts per second a limit may allow: each start of the last second is one entry in Redis. */
+export const MAX_LIMIT_PER_SECOND = 10_000;
+
+/** Most counters one saga is admitted against (its caller's limits and its scope values'). */
+export const MAX_LIMIT_COUNTERS = 8;
+
+/** The tag of a caller's counters, as made by `limitTag`. */
+const LIMIT_TAG_PATTERN = /^[A-Za-z0-9_-]{16}$/;
+
+/** A counter's id: a rule's index, with the digest of a scope value for a rule per value. */
+export const LIMIT_COUNTER_PATTERN = /^[0-9](?::[A-Za-z0-9_-]{22})?$/;
+
+/** Checks a caller's limit tag (see `limitTag`). */
+export function assertLimitTag(tag: unknown): asserts tag is string {
+  if (typeof tag !== 'string' || !LIMIT_TAG_PATTERN.test(tag)) throw new RmsValidationError('tag', `must be 16 base64url characters as made by limitTag() (got ${preview(tag)})`);
+}
+
+/** Checks the ids of a saga's counters: 1 to {@link MAX_LIMIT_COUNTERS}, each matching {@link LIMIT_COUNTER_PATTERN}, none twice. */
+export function assertLimitCounters(ids: unknown): asserts ids is readonly string[] {
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_LIMIT_COUNTERS) throw new RmsValidationError('counters', `must be 1 to ${MAX_LIMIT_COUNTERS} counters`);
+  for (const id of ids) {
+    if (typeof id !== 'string' || !LIMIT_COUNTER_PATTERN.test(id)) throw new RmsValidationError('counters', `each must match ${String(LIMIT_COUNTER_PATTERN)} (got ${preview(id)})`);
+  }
+  if (new Set(ids).size !== ids.length) throw new RmsValidationError('counters', 'must not name a counter twice');
+}
+
+/** Checks a limit: absent, or a whole number from 1 to `max`. */
+export function assertLimit(value: unknown, field: string, max: number): asserts value is number | undefined {
+  if (value !== undefined && !(typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 && value <= max)) {
+    throw new RmsValidationError(field, `must be a whole number from 1 to ${max} (got ${preview(value)})`);
+  }
+}

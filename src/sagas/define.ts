@@ -5,8 +5,9 @@
  * in a worker half-way through a saga.
  */
 import { FencedTable } from '../db/fenced-table';
+import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
 import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
-import { isEntityOperation, SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
+import { isEntityOperation, limitsOf, SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
 export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel: false, continueOnError: true, freeIntent: true });
@@ -99,12 +100,32 @@ function checkDeclaration(def: SagaType<unknown>): void {
   if (attentionMs !== undefined && !(Number.isInteger(attentionMs) && attentionMs >= 0 && attentionMs <= MAX_ATTENTION_MS)) {
     throw new SagaDeclarationError(type, `compensation.attentionMs must be a whole number of ms from 0 to ${MAX_ATTENTION_MS} (30 days)`);
   }
+  checkLimits(def, type);
   for (const name of Object.keys(def.retiredHandlers ?? {})) {
     if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `retired handler name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
     if (named.has(name)) throw new SagaDeclarationError(type, `"${name}" is a step of the type and a retired handler: a step the type plans is not retired`);
   }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
   if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step (one kept for running sagas goes in retiredHandlers)`);
+}
+
+function checkLimits(def: SagaType<unknown>, type: string): void {
+  if (def.limits === undefined) return;
+  if (typeof def.limits !== 'object' || def.limits === null) throw new SagaDeclarationError(type, 'limits must be a limit { inFlight?, perSecond?, per? } or a list of them');
+  const limits = limitsOf(def);
+  if (limits.length === 0 || limits.length > MAX_LIMIT_COUNTERS) throw new SagaDeclarationError(type, `limits must be 1 to ${MAX_LIMIT_COUNTERS} limits`);
+  limits.forEach((limit, i) => {
+    const which = `limits[${i}]`;
+    if (typeof limit !== 'object' || limit === null) throw new SagaDeclarationError(type, `${which} must be an object { inFlight?, perSecond?, per? }`);
+    const unknown = Object.keys(limit).filter((k) => k !== 'inFlight' && k !== 'perSecond' && k !== 'per');
+    if (unknown.length > 0) throw new SagaDeclarationError(type, `${which}: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a limit has inFlight, perSecond and per)`);
+    if (limit.inFlight === undefined && limit.perSecond === undefined) throw new SagaDeclarationError(type, `${which} limits nothing: give inFlight, perSecond or both`);
+    for (const [field, max] of [['inFlight', MAX_LIMIT_IN_FLIGHT], ['perSecond', MAX_LIMIT_PER_SECOND]] as const) {
+      const value = limit[field];
+      if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) throw new SagaDeclarationError(type, `${which}.${field} must be a whole number from 1 to ${max}`);
+    }
+    if (limit.per !== undefined && typeof limit.per !== 'function') throw new SagaDeclarationError(type, `${which}.per must be a function of the input giving the scope value (e.g. its customer)`);
+  });
 }
 
 /** Saga types as a worker or client is given them: a list of declarations, or an object of them. */

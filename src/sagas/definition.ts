@@ -83,6 +83,25 @@ export function isExternalStep<I>(step: StepImplementation<I>): step is External
   return typeof step === 'object' && step.kind === 'external';
 }
 
+/**
+ * A limit on the sagas of a type one caller starts (a `SagaClient`'s owner, an HTTP client): at most
+ * `inFlight` running at once and at most `perSecond` started in any one second, counted for the
+ * caller as a whole or, with `per`, for each value of the caller's inputs (a customer, a tenant). A
+ * start past a limit is answered at the gate like a CONFLICT, with how long to wait (HTTP 429 with
+ * Retry-After), and starts nothing; a DUPLICATE is answered as ever, without counting.
+ */
+export interface SagaLimit<I> {
+  /**
+   * Count per value of this as well, e.g. `(input) => input.customer`: the value is a keyed digest
+   * (under INTENT_KEY_SECRET) before it names a Redis key. @default all of the caller's sagas count together
+   */
+  per?: (input: I) => string;
+  /** At most this many sagas started and not ended. @default no limit */
+  inFlight?: number;
+  /** At most this many starts in any one second (sliding). @default no limit */
+  perSecond?: number;
+}
+
 /** A saga type that creates an entity (an `order`): see {@link SagaType} for the other kind. */
 export interface SagaDefinition<I = unknown> {
   /** A creation (the default when absent). */
@@ -124,6 +143,13 @@ export interface SagaDefinition<I = unknown> {
    * still set one).
    */
   deadlineMs?: number;
+  /**
+   * Limits on the sagas one caller starts (see {@link SagaLimit}); several apply together, e.g. one
+   * for the caller and one per customer. A saga counts until it ends however it ends, or, if it never
+   * counts itself out (terminated), until its deadline and 5 minutes more (1 hour without a
+   * deadline). @default none
+   */
+  limits?: SagaLimit<I> | readonly SagaLimit<I>[];
   compensation: CompensationPolicy;
 }
 
@@ -194,6 +220,8 @@ export interface EntityOperation<I = unknown> {
    * still set one).
    */
   deadlineMs?: number;
+  /** Limits on the operations one caller starts (see {@link SagaDefinition.limits}). @default none */
+  limits?: SagaLimit<I> | readonly SagaLimit<I>[];
   compensation: CompensationPolicy;
 }
 
@@ -204,6 +232,12 @@ export type SagaType<I = any> = SagaDefinition<I> | EntityOperation<I>;
 /** Whether `def` is an {@link EntityOperation}. */
 export function isEntityOperation<I>(def: SagaType<I>): def is EntityOperation<I> {
   return def.kind === 'operation';
+}
+
+/** The limits `def` declares, as a list (empty: none). */
+export function limitsOf<I>(def: { limits?: SagaLimit<I> | readonly SagaLimit<I>[] }): readonly SagaLimit<I>[] {
+  if (def.limits === undefined) return [];
+  return Array.isArray(def.limits) ? (def.limits as readonly SagaLimit<I>[]) : [def.limits as SagaLimit<I>];
 }
 
 /** Thrown by a step for a business refusal: the saga compensates, without retrying the step. */

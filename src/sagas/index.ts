@@ -5,9 +5,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { keyedRequestHash, requestHash } from '../db/canonical-json';
-import { intentKey, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, MAX_DEADLINE_MS, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaPlan, type SagaTimings } from '../shared/saga';
-import { isEntityOperation, SagaInputError, type SagaType } from './definition';
+import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
+import { ErrorType, IDEMPOTENCY_KEY_PATTERN, MAX_DEADLINE_MS, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared/saga';
+import { isEntityOperation, limitsOf, SagaInputError, type SagaType } from './definition';
 import { decodeEntityId, encodeEntityId, entityNotFound } from './entity-id';
 export { decodeEntityId, encodeEntityId, entityNotFound, ENTITY_ID_PATTERN } from './entity-id';
 export * from './definition';
@@ -135,7 +135,19 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
 export function prepareSaga(
   type: string,
   data: unknown,
-  options: { idempotencyKey?: string; timings: SagaTimings; types: SagaTypes; intentSecret: Uint8Array; owner?: string; deadlineMs?: number | undefined },
+  options: {
+    idempotencyKey?: string;
+    timings: SagaTimings;
+    types: SagaTypes;
+    intentSecret: Uint8Array;
+    owner?: string;
+    deadlineMs?: number | undefined;
+    /**
+     * `check`: check the scope values of the type's limits, but leave `limits` out (the gate derives
+     * them only for an answer that would start a saga: a DUPLICATE pays nothing for them). @default 'derive'
+     */
+    limits?: 'derive' | 'check';
+  },
 ): SagaInput {
   const def = sagaDefinition(type, options.types);
   const deadlineMs = deadlineOf(def, options.deadlineMs);
@@ -180,6 +192,9 @@ export function prepareSaga(
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
     throw err;
   }
+  // A start without an owner (a plain Temporal client's) passed no gate: it counts nowhere.
+  const scopeValues = scopeValuesOf(def, payload);
+  const limits = options.owner === undefined || options.limits === 'check' ? undefined : limitCountersOf(def, options.owner, scopeValues, deadlineMs, options.intentSecret);
   return {
     type,
     idempotencyKey,
@@ -193,7 +208,52 @@ export function prepareSaga(
     ...(operation ? { operation } : {}),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
     ...(deadlineMs === undefined ? {} : { deadlineMs }),
+    ...(limits === undefined ? {} : { limits }),
   };
+}
+
+/** How long a saga counts against its caller's limits past its deadline: time to compensate. */
+export const LIMIT_GRACE_MS = 5 * 60 * 1000;
+
+/** How long a saga of a type without a deadline counts at most, if it never counts itself out. */
+export const DEFAULT_LIMIT_HOLD_MS = 60 * 60 * 1000;
+
+/** Longest scope value (`SagaLimit.per`) accepted, in characters. */
+const MAX_SCOPE_VALUE_LENGTH = 1024;
+
+/**
+ * The scope value of each limit `def` declares for `payload` (undefined for a limit of the whole
+ * caller). @throws SagaInputError when a `per` function gives no string of 1 to 1024 characters.
+ */
+function scopeValuesOf(def: SagaType<unknown>, payload: unknown): (string | undefined)[] {
+  return limitsOf(def).map((limit, i) => {
+    if (limit.per === undefined) return undefined;
+    const value = limit.per(payload);
+    if (typeof value !== 'string' || value.length === 0 || value.length > MAX_SCOPE_VALUE_LENGTH) {
+      throw new SagaInputError(`invalid ${def.type} input: the scope value of limits[${i}] must be a string of 1 to ${MAX_SCOPE_VALUE_LENGTH} characters`, ErrorType.INVALID_INPUT);
+    }
+    return value.normalize('NFC');
+  });
+}
+
+/**
+ * The counters of `owner`'s limits a saga of `def` counts in: one per declared limit, a limit `per`
+ * scope value keyed by the keyed digest of its value; undefined when the type declares none.
+ */
+function limitCountersOf(def: SagaType<unknown>, owner: string, scopeValues: (string | undefined)[], deadlineMs: number | undefined, secret: Uint8Array): SagaLimitCounters | undefined {
+  if (scopeValues.length === 0) return undefined;
+  const counters = scopeValues.map((value, i) => (value === undefined ? String(i) : `${i}:${scopeValueDigest(value, secret)}`));
+  return { tag: limitTag(def.type, owner), counters, holdMs: deadlineMs === undefined ? DEFAULT_LIMIT_HOLD_MS : deadlineMs + LIMIT_GRACE_MS };
+}
+
+/**
+ * The counters of its owner's limits `input` counts in, for an input prepared with `limits: 'check'`
+ * (see prepareSaga): undefined when its type declares none, or it has no owner.
+ */
+export function sagaLimitCounters(input: SagaInput, types: SagaTypes, intentSecret: Uint8Array): SagaLimitCounters | undefined {
+  if (input.limits !== undefined || input.owner === undefined) return input.limits;
+  const def = sagaDefinition(input.type, types);
+  return limitCountersOf(def, input.owner, scopeValuesOf(def, input.payload), input.deadlineMs, intentSecret);
 }
 
 /**

@@ -228,6 +228,22 @@ export interface SagaInput {
   owner?: string;
   /** How long the saga may take from its start, in ms (see {@link SagaStart.deadlineMs}); absent: no deadline. */
   deadlineMs?: number;
+  /**
+   * The counters of its caller's limits the gate counts the saga in (its type declares `limits` and
+   * it has an owner): the saga counts itself out of them when it ends. Absent otherwise, and in the
+   * plans of earlier versions.
+   */
+  limits?: SagaLimitCounters;
+}
+
+/** Where a saga counts against its caller's limits (see `SagaDefinition.limits`). */
+export interface SagaLimitCounters {
+  /** The caller's hash tag (`limitTag`): every counter of the caller is on its slot. */
+  tag: string;
+  /** The counters' ids: `<rule>` for a caller's limit, `<rule>:<scope value digest>` for a scope value's. */
+  counters: string[];
+  /** How long the saga counts at most, in ms, if it never counts itself out (a terminated saga). */
+  holdMs: number;
 }
 
 /** The plan of one saga, derived by the worker; `reservation` is the one the gate took, if any. */

@@ -235,6 +235,36 @@ function lifecycle(state: SagaState) {
  */
 export async function reservationSaga(start: SagaStart | SagaInput): Promise<SagaState> {
   if (!patched(GATE_PATCH)) return legacySaga(start as SagaInput);
+  // Set once the worker has derived the plan; the update handlers wait for it.
+  const known: { plan?: SagaPlan } = {};
+  try {
+    return await gatedSaga(start, known);
+  } finally {
+    await countOut(known.plan);
+  }
+}
+
+/**
+ * A saga of a type with limits counts itself out of its caller's counters when it ends, however it
+ * ends: completed, compensated, expired, rejected, cancelled, failed. Only plans that carry limits
+ * take it (none of earlier versions do), so recorded histories replay unchanged.
+ */
+export const LIMITS_PATCH = 'gate-limits';
+
+/** Counts the saga out of its caller's limits of sagas in flight ({@link LIMITS_PATCH}); nothing for a plan without limits. */
+async function countOut(plan: SagaPlan | undefined): Promise<void> {
+  if (plan?.limits === undefined || !patched(LIMITS_PATCH)) return;
+  const { limits, sessionId } = plan;
+  const act = proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "count the saga out of its caller's limits" });
+  try {
+    await CancellationScope.nonCancellable(() => act.countOut({ limits, sessionId }));
+  } catch {
+    // Redis out of reach for every attempt: the count ends by itself after its hold; the outcome stands.
+  }
+}
+
+/** The saga after the gate patch; `known` gets its plan once the worker has derived it. */
+async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan }): Promise<SagaState> {
   const { workflowId, namespace } = workflowInfo();
   const given: Record<string, unknown> = isRecord(start) ? start : {};
   const state: SagaState = {
@@ -247,8 +277,6 @@ export async function reservationSaga(start: SagaStart | SagaInput): Promise<Sag
     compensationsRun: [],
     errors: [],
   };
-  // Set once the worker has derived the plan; the update handlers wait for it.
-  const known: { plan?: SagaPlan } = {};
   let reservationFailed: string | undefined;
   const { reject } = lifecycle(state);
   const redrives: Redrives = { asked: 0, answered: 0 };

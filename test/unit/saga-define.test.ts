@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { loadConfig } from '../../src/config';
-import { defineOperation, defineSaga, fencedTable, SagaDeclarationError, sagaTypesOf, StepRejectedError, type SagaDeclaration } from '../../src/sagas';
+import { defineOperation, defineSaga, fencedTable, prepareSaga, SagaDeclarationError, SagaInputError, sagaTypesOf, StepRejectedError, type SagaDeclaration } from '../../src/sagas';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
 
 /** A handler that does nothing. */
@@ -47,6 +47,47 @@ describe('defineSaga', () => {
   ])('refuses a malformed declaration where it is written (%#)', (overrides, message) => {
     expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(SagaDeclarationError);
     expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(message);
+  });
+});
+
+describe('a saga type\'s limits', () => {
+  const secret = new Uint8Array(32).fill(7);
+  const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+  const prepare = (def: ReturnType<typeof defineSaga<{ room: string }>>, room: string, owner?: string) =>
+    prepareSaga(def.type, { room }, { types: sagaTypesOf([def]), timings, intentSecret: secret, ...(owner === undefined ? {} : { owner }) });
+
+  it.each([
+    [{ limits: {} }, 'saga type "booking": limits[0] limits nothing: give inFlight, perSecond or both'],
+    [{ limits: [] }, 'saga type "booking": limits must be 1 to 8 limits'],
+    [{ limits: { inFlight: 0 } }, 'saga type "booking": limits[0].inFlight must be a whole number from 1 to 1000000'],
+    [{ limits: [{ inFlight: 2 }, { perSecond: 1.5 }] }, 'saga type "booking": limits[1].perSecond must be a whole number from 1 to 10000'],
+    [{ limits: { inFlight: 1, per: 'customer' } }, 'saga type "booking": limits[0].per must be a function of the input giving the scope value (e.g. its customer)'],
+    [{ limits: { inFlight: 1, burst: 3 } }, 'saga type "booking": limits[0]: unknown field "burst" (a limit has inFlight, perSecond and per)'],
+    [{ limits: 5 }, 'saga type "booking": limits must be a limit { inFlight?, perSecond?, per? } or a list of them'],
+  ])('refuses a malformed limit where it is declared (%#)', (overrides, message) => {
+    expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(SagaDeclarationError);
+    expect(() => defineSaga(declaration(overrides as Partial<SagaDeclaration<{ room: string }>>))).toThrow(message);
+  });
+
+  it('gives a start with an owner one counter per limit on its caller\'s tag, a scope value only as its keyed digest', () => {
+    const def = defineSaga(declaration({ deadlineMs: 60_000, limits: [{ inFlight: 3 }, { per: (input) => input.room, perSecond: 2 }] }));
+    const a = prepare(def, 'room-101', 'app-a');
+    const b = prepare(def, 'room-102', 'app-a');
+
+    expect(a.limits).toMatchObject({ counters: ['0', expect.stringMatching(/^1:[A-Za-z0-9_-]{22}$/)], holdMs: 60_000 + 5 * 60_000 });
+    expect(b.limits?.tag).toBe(a.limits?.tag);
+    expect(b.limits?.counters[1]).not.toBe(a.limits?.counters[1]);
+    expect(JSON.stringify(a.limits)).not.toContain('room-101');
+    expect(prepare(def, 'room-101', 'app-b').limits?.tag).not.toBe(a.limits?.tag);
+    // A start without an owner (a plain Temporal client's) passed no gate and counts nowhere.
+    expect(prepare(def, 'room-101').limits).toBeUndefined();
+  });
+
+  it('refuses a start whose scope value is no string of 1 to 1024 characters, before any side effect', () => {
+    const def = defineSaga(declaration({ limits: { per: (input) => (input.room === 'none' ? '' : input.room), inFlight: 1 } }));
+    expect(() => prepare(def, 'none', 'app')).toThrow(SagaInputError);
+    expect(() => prepare(def, 'none', 'app')).toThrow('the scope value of limits[0] must be a string of 1 to 1024 characters');
+    expect(prepare(def, 'r', 'app').limits?.holdMs).toBe(60 * 60 * 1000);
   });
 });
 

@@ -57,6 +57,9 @@ describe('recorded saga histories', () => {
         // COMPENSATED, or its wait ended (COMPENSATION_FAILED).
         'gate-redriven',
         'gate-attention-ended',
+        // Of a type with limits: counted out of its caller's counters at its end (gate-limits).
+        'gate-limited-completed',
+        'gate-limited-compensated',
         // Started by a plain Temporal client with {type, idempotencyKey, data}; one naming its owner (memo-owner).
         'by-type-completed',
         'by-type-owned',
