@@ -4,7 +4,7 @@
  * and how long the gate took to give it, and a link to its saga in the Temporal UI (a request
  * rejected at the gate has none), then the gate's counts. Then it leaves the stack running, with what
  * to try next, until Ctrl-C, which stops what the demo started. With --once it stops at once and
- * exits 0 only if every request was answered, and every saga ended, as the scenario expects.
+ * exits 0 only if every request was answered, and every saga ended (or waits for an operator), as the scenario expects.
  *
  * Environment: the usual config variables (src/config.ts); the demo's defaults are a short lease
  * (LEASE_MS=3000, HEARTBEAT_INTERVAL_MS=500, HEARTBEAT_TIMEOUT_MS=1500) so the long write visibly
@@ -98,6 +98,7 @@ function nextSteps(config: Config, rows: readonly DemoRow[], dataDir: string, me
     ...env.map((e) => `  ${e}`),
     `  bin/saga status ${compensated}          phase, steps, compensations, errors`,
     '  bin/saga list --outcome COMPENSATED                sagas found by their SagaOutcome search attribute',
+    '  bin/saga list --needs-attention                    sagas waiting for an operator (a compensation failed): bin/saga redrive <id> once the cause is fixed',
     `  bin/saga start --type order --data '${example}' --wait`,
     '      a new saga, its phases shown as they happen; run it again: DUPLICATE at the gate (exit 3), no saga started',
     `  bin/saga intent --type order --data '${example}'`,
@@ -193,7 +194,7 @@ async function main(): Promise<number> {
       [
         formatTable(rows),
         '',
-        `${good} of ${rows.length} requests were answered, and their sagas ended, as the scenario expects.`,
+        `${good} of ${rows.length} requests were answered, and their sagas ended (or wait), as the scenario expects.`,
         'answer ms: from the SagaClient.start call to its answer (the Temporal CLI\'s request is not timed).',
         gate.text,
         '',

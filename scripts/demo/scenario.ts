@@ -12,14 +12,14 @@ import type { Rms } from '../../src/rms';
 import { isTerminal, sagaWorkflowId, type ReservationAnswer, type SagaState } from '../../src/shared';
 import type { TemporalCli } from './stack';
 import { readableHistory, temporalAnswerArgs, temporalResultArgs, temporalShowArgs, temporalStartArgs } from './temporal-cli';
-import { DECLINED_CARD, type SimulatedOrderInput } from '../../test/fixtures/orders';
+import { DECLINED_CARD, REFUND_REFUSED_CARD, type SimulatedOrderInput } from '../../test/fixtures/orders';
 
 /** What the table shows for a request that the gate rejected: it has no saga. */
 export const REJECTED_AT_GATE = 'rejected at the gate';
 
 /** One request of the summary table, and the saga it started or joined, if any. */
 export interface DemoRow {
-  /** Stable name within a run: dup-1 … dup-5, retry-1 … retry-3, declined, short-stock, long-write, plain-client. */
+  /** Stable name within a run: dup-1 … dup-5, retry-1 … retry-3, declined, short-stock, long-write, plain-client, race-…, expired, attention. */
   id: string;
   /** What the request shows, for the table. */
   request: string;
@@ -68,6 +68,9 @@ export interface ScenarioContext {
 /** A gate answer and how long it took. */
 type Answered = StartedSaga & { answerMs: number };
 
+/** A saga that waits for an operator (NEEDS_ATTENTION) has not ended, but stops where it is until one redrives it. */
+const settled = (state: SagaState) => isTerminal(state.phase) || state.phase === 'NEEDS_ATTENTION';
+
 /** A cart of `customer` (made unique by the run id) with overrides. */
 function cart(ctx: ScenarioContext, customer: string, overrides: Partial<SimulatedOrderInput> = {}): SimulatedOrderInput {
   return {
@@ -84,9 +87,9 @@ function cart(ctx: ScenarioContext, customer: string, overrides: Partial<Simulat
 const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
 
 /** One `SagaClient.start` of an order (or of another saga type), timed from the call to its answer. */
-async function send(ctx: ScenarioContext, data: unknown, idempotencyKey: string, type = 'order'): Promise<Answered> {
+async function send(ctx: ScenarioContext, data: unknown, idempotencyKey: string, type = 'order', deadlineMs?: number): Promise<Answered> {
   const before = performance.now();
-  const s = await ctx.client.start(type, data, { idempotencyKey });
+  const s = await ctx.client.start(type, data, { idempotencyKey, ...(deadlineMs === undefined ? {} : { deadlineMs }) });
   return { ...s, answerMs: performance.now() - before };
 }
 
@@ -104,9 +107,9 @@ function describe(s: Answered): string {
 
 /**
  * Prints the saga's phases as they change until it ends (polling the `state` query), calling `tick`
- * on each poll; resolves with its final state.
+ * on each poll; resolves with its final state (or, with `until`, its state once that holds).
  */
-async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: SagaState) => Promise<void>): Promise<SagaState> {
+async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: SagaState) => Promise<void>, until = (state: SagaState) => isTerminal(state.phase)): Promise<SagaState> {
   let last = '';
   for (;;) {
     const { state } = await ctx.client.status(workflowId);
@@ -115,11 +118,10 @@ async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: S
       const extra = state.phase === 'COMPENSATING' && state.errors.length ? ` (${state.errors[state.errors.length - 1]!.message})` : '';
       ctx.say(`     ${workflowId}: ${state.phase}${extra}`);
     }
-    if (isTerminal(state.phase)) break;
+    if (until(state)) return isTerminal(state.phase) ? ctx.client.result(workflowId) : state;
     await tick?.(state);
     await new Promise((r) => setTimeout(r, 100));
   }
-  return ctx.client.result(workflowId);
 }
 
 /** True when Temporal has no workflow by this id (a request rejected at the gate must leave none). */
@@ -184,7 +186,7 @@ const tokenOf = (s: StartedSaga) => (s.reservation.status === 'SUCCESS' ? s.rese
 /** Scene 1: four concurrent submissions of one cart, then a fifth after the first saga ended. */
 async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ada');
-  ctx.say(`1/7  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
+  ctx.say(`1/9  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
   const answered = await Promise.all([1, 2, 3, 4].map((n) => send(ctx, data, key(ctx, `dup-${n}`))));
   answered.forEach((s, i) => ctx.say(`     dup-${i + 1}: ${describe(s)}`));
   const winners = answered.filter((s) => s.started);
@@ -210,7 +212,7 @@ async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
 async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'grace');
   const idempotencyKey = key(ctx, 'retry');
-  ctx.say(`2/7  A client sends one request three times with idempotency key ${idempotencyKey}`);
+  ctx.say(`2/9  A client sends one request three times with idempotency key ${idempotencyKey}`);
   const first = await send(ctx, data, idempotencyKey);
   ctx.say(`     call 1: ${describe(first)}`);
   const second = await send(ctx, data, idempotencyKey);
@@ -241,7 +243,7 @@ async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
 /** Scene 3: the card is declined: the saga compensates (no charge to refund; the row is undone). */
 async function declined(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'dan', { payment: { card: DECLINED_CARD } });
-  ctx.say(`3/7  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
+  ctx.say(`3/9  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
   const s = await send(ctx, data, key(ctx, 'declined'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -253,7 +255,7 @@ async function declined(ctx: ScenarioContext): Promise<DemoRow> {
 /** Scene 4: more rare coins than exist: the payment is refunded, the stock released, the row undone. */
 async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'eve', { items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
-  ctx.say('4/7  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
+  ctx.say('4/9  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
   const s = await send(ctx, data, key(ctx, 'short-stock'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -275,7 +277,7 @@ async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'frank', { simulate: { writeDelayMs } });
   const request = `long write (${writeDelayMs / 1000} s, lease ${ctx.leaseMs / 1000} s)`;
   const expected = 'COMPLETED, holding the lease past its initial expiry';
-  ctx.say(`5/7  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
+  ctx.say(`5/9  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
   const s = await send(ctx, data, key(ctx, 'long-write'));
   ctx.say(`     ${describe(s)}`);
   if (s.reservation.status !== 'SUCCESS' || !s.started) return { ...(await rejectedRow(ctx, 'long-write', request, s, [])), expected, ok: false };
@@ -311,7 +313,7 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'hedy');
   const idempotencyKey = key(ctx, 'plain-client');
   const workflowId = sagaWorkflowId('order', idempotencyKey);
-  ctx.say('6/7  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
+  ctx.say('6/9  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
   ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint).slice(0, 8).join(' ')} --input '{"type":"order",…}' --codec-endpoint ${ctx.codecEndpoint}`);
   await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint));
   ctx.say(`     temporal ${temporalAnswerArgs(workflowId, ctx.codecEndpoint).join(' ')}`);
@@ -351,7 +353,7 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
  */
 async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ida');
-  ctx.say('7/7  An amendment and a cancellation of one order, sent at once: each needs the order\'s lock');
+  ctx.say('7/9  An amendment and a cancellation of one order, sent at once: each needs the order\'s lock');
   const created = await send(ctx, data, key(ctx, 'race-order'));
   const order = await follow(ctx, created.workflowId);
   const rows = [sagaRow('race-order', 'race: the order', created, order, 'COMPLETED', order.outcome === 'COMPLETED')];
@@ -400,6 +402,45 @@ async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
 }
 
 /**
+ * Scene 8: a saga whose deadline passes during its first step (it takes 2 s; the start gives the saga
+ * 1 s): it takes no further step, undoes what it did, and ends EXPIRED.
+ */
+async function expired(ctx: ScenarioContext): Promise<DemoRow> {
+  const data = cart(ctx, 'jan', { simulate: { stepDelayMs: 2000 } });
+  ctx.say('8/9  An order given 1 s (its start\'s deadlineMs) whose payment step takes 2 s');
+  const s = await send(ctx, data, key(ctx, 'expired'), 'order', 1000);
+  ctx.say(`     ${describe(s)}`);
+  const final = await follow(ctx, s.workflowId);
+  ctx.say(`     the deadline passed during chargePayment: compensations run: ${final.compensationsRun.join(', ')}`);
+  const ok = final.outcome === 'EXPIRED' && final.reason === 'DEADLINE_EXCEEDED' && same(final.stepsDone, ['chargePayment']) && same(final.compensationsRun, ['refundPayment', 'undoEntity']);
+  return sagaRow('expired', 'deadline 1 s, a 2 s step', s, final, 'EXPIRED: refundPayment, undoEntity', ok);
+}
+
+/**
+ * Scene 9: short of stock, and the card network refuses the refund: the saga cannot finish undoing,
+ * so it waits in NEEDS_ATTENTION, holding its order row and intent, for an operator. A redrive
+ * retries the refund, which is refused again: it waits on (the demo leaves it so; its type's wait is
+ * a day).
+ */
+async function needsAttention(ctx: ScenarioContext): Promise<DemoRow> {
+  const data = cart(ctx, 'kim', { payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
+  ctx.say(`9/9  Short of stock, paid with card ${REFUND_REFUSED_CARD}, whose refunds the example provider refuses`);
+  const s = await send(ctx, data, key(ctx, 'attention'));
+  ctx.say(`     ${describe(s)}`);
+  const waiting = await follow(ctx, s.workflowId, undefined, settled);
+  ctx.say(`     waits for an operator until ${waiting.attention?.until ?? '?'}: left to undo ${waiting.attention?.pending.join(', ') ?? '?'}`);
+  ctx.say(`     bin/saga redrive ${s.workflowId}`);
+  const redriven = await ctx.client.redrive(s.workflowId);
+  ctx.say(`     the refund is refused again: ${redriven.phase}, redrives ${redriven.attention?.redrives ?? 0}`);
+  const ok =
+    redriven.phase === 'NEEDS_ATTENTION' &&
+    same(redriven.compensationsRun, ['releaseStock']) &&
+    same(redriven.attention?.pending ?? [], ['refundPayment', 'undoEntity']) &&
+    redriven.attention?.redrives === 1;
+  return sagaRow('attention', 'refund refused, redriven', s, redriven, 'NEEDS_ATTENTION after a redrive: refundPayment, undoEntity left', ok);
+}
+
+/**
  * The reservation answer of a saga started by type: its `reservation` update, or, when the saga ended
  * before the update reached it (aborted while the saga was closing, or refused after its end), the
  * answer its result holds.
@@ -430,7 +471,7 @@ async function writeCommittedAt(ctx: ScenarioContext, workflowId: string): Promi
 /** Runs every scene in order and returns one row per request. */
 export async function runScenario(ctx: ScenarioContext): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
-  for (const scene of [duplicates, retry, declined, shortStock, longWrite, plainClient, race]) {
+  for (const scene of [duplicates, retry, declined, shortStock, longWrite, plainClient, race, expired, needsAttention]) {
     rows.push(...[await scene(ctx)].flat());
     ctx.say('');
   }

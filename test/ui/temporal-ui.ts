@@ -108,11 +108,11 @@ async function activityTrail(page: Page): Promise<string[]> {
     .filter((name): name is string => name !== undefined);
 }
 
-/** What the page's "Search Attributes" tab shows, after clicking it. */
-async function searchAttributesText(page: Page): Promise<string> {
+/** What the page's "Search Attributes" tab shows, after clicking it (once it shows `awaited`). */
+async function searchAttributesText(page: Page, awaited = '"SagaOutcome"'): Promise<string> {
   await page.getByRole('tab', { name: /^Search Attributes/ }).click();
   await page.waitForURL(/\/search-attributes$/);
-  const panel = page.getByText('"SagaOutcome"').first();
+  const panel = page.getByText(awaited).first();
   await panel.waitFor({ timeout: 15_000 });
   return (await page.locator('main').innerText()).replace(/\s+/g, ' ');
 }
@@ -212,7 +212,7 @@ async function main(): Promise<number> {
     const summaryPath = path.join(dataDir, 'summary.json');
     const demoExit = await runNode('scripts/demo.ts', ['--once', '--summary-json', summaryPath], env);
     console.log('\ntest-ui: the Temporal UI in headless Chromium');
-    await check('the demo scenario ran and every request was answered, and every saga ended, as expected (exit 0)', async () => expectEqual(demoExit, 0, 'exit code'));
+    await check('the demo scenario ran and every request was answered, and every saga ended (or waits), as expected (exit 0)', async () => expectEqual(demoExit, 0, 'exit code'));
     const rows = (JSON.parse(readFileSync(summaryPath, 'utf8')) as { rows: DemoRow[] }).rows;
     const byId = (id: string) => {
       const r = rows.find((x) => x.id === id);
@@ -272,6 +272,32 @@ async function main(): Promise<number> {
       });
     }
 
+    const expired = byId('expired');
+    const expiredTrail = [...reserved, 'runStep', 'runCompensation', 'undoEntity'];
+    await check(`${expired.workflowId}: past its deadline, the event history shows ${expiredTrail.join(', ')} in order, and its Search Attributes SagaOutcome EXPIRED`, async () => {
+      await openSaga(page, expired.url);
+      expectEqual(await activityTrail(page), expiredTrail, 'activities');
+      const text = await searchAttributesText(page);
+      if (!text.includes('"SagaOutcome": "EXPIRED"')) throw new Error(`missing "SagaOutcome": "EXPIRED" in: ${text.slice(0, 400)}`);
+    });
+
+    // A saga waiting for an operator runs on: its page shows the wait (a timer named for what it
+    // waits for) and its phase, and the list finds it by that phase.
+    const attention = byId('attention');
+    const wait = 'needs attention: waiting for a redrive of refundPayment, undoEntity';
+    await check(`${attention.workflowId}: waiting in NEEDS_ATTENTION, its history shows the timer "${wait}" and its Search Attributes SagaPhase NEEDS_ATTENTION`, async () => {
+      if (!attention.url) throw new Error('the demo gave this saga no UI link');
+      await page.goto(attention.url);
+      await page.getByText(wait).first().waitFor({ timeout: 30_000 });
+      const text = await searchAttributesText(page, '"SagaPhase"');
+      if (!text.includes('"SagaPhase": "NEEDS_ATTENTION"')) throw new Error(`missing "SagaPhase": "NEEDS_ATTENTION" in: ${text.slice(0, 400)}`);
+      if (text.includes('"SagaOutcome"')) throw new Error('a saga that waits has no outcome yet, but the page shows one');
+    });
+    await check(`the workflow list for SagaPhase="NEEDS_ATTENTION" shows exactly ${attention.workflowId}`, async () => {
+      const ids = await listed(page, uiBase, 'SagaPhase="NEEDS_ATTENTION"', [attention.workflowId]);
+      expectEqual(ids, [attention.workflowId], 'workflow ids listed');
+    });
+
     const rejected = rows.filter((r) => !r.started);
     await check(`the ${rejected.length} requests rejected at the gate have no saga page (the UI answers 404 for their workflow ids)`, async () => {
       if (rejected.length === 0) throw new Error('the demo summary has no rejected request');
@@ -294,7 +320,7 @@ async function main(): Promise<number> {
       const ids = (outcomes[r.outcome] ??= []);
       if (!ids.includes(r.workflowId)) ids.push(r.workflowId);
     }
-    for (const outcome of ['COMPENSATED', 'COMPLETED', 'REJECTED']) {
+    for (const outcome of ['COMPENSATED', 'COMPLETED', 'EXPIRED', 'REJECTED']) {
       // The gate answers DUPLICATE and CONFLICT itself: no saga of the demo ends REJECTED any more.
       const expected = outcome === 'REJECTED' ? [] : (outcomes[outcome] ?? []).sort();
       const query = `SagaOutcome="${outcome}"`;
