@@ -17,7 +17,8 @@ import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
 import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
-import { defineSaga, defineSagaTypes, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
+import { createPool } from '../src/db/pool';
+import { defineOperation, defineSaga, defineSagaTypes, externalStep, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
@@ -28,11 +29,15 @@ const DIR = path.join(__dirname, '../test/workflows/histories');
 /** Whether the stock compensation of `order-fragile` fails (as if its service were down). */
 const stock = { down: true };
 
+/** Whether the refund of `order-amend-fragile`'s charge fails (as if the provider were down). */
+const refunds = { down: true };
+
 /**
  * The order app's types, and `order-grouped`: the order saga with its two steps as one group (run
  * at once); `order-fragile`: one whose stock compensation fails while `stock.down`, waiting 3 s in
  * NEEDS_ATTENTION; `order-unattended`: one that does not wait; `order-limited`: the order saga
- * with limits per caller and per customer (gate-limits).
+ * with limits per caller and per customer (gate-limits); `order-amend-fragile`: order-amend, whose
+ * refund of the amended charge fails while `refunds.down`.
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -42,8 +47,15 @@ function recordedTypes(config: Config): SagaTypes {
     if (stock.down) throw new Error('the stock service is unavailable');
     return release(tx, ctx);
   };
+  const { kind: _operation, ...amend } = types['order-amend'] as EntityOperation<unknown>;
+  const refund = amend.handlers.refundAmendedCharge as ExternalStep<unknown>;
+  const refundAmendedCharge = externalStep<unknown>(async (ctx) => {
+    if (refunds.down) throw new Error('the payment provider is unavailable');
+    return refund.run(ctx);
+  });
   return defineSagaTypes(
     ...Object.values(types),
+    defineOperation({ ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),
     defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
     defineSaga({ ...order, type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
@@ -184,6 +196,16 @@ async function main(): Promise<void> {
         shapes['operation-amend-declined'] = (await client.start('order-amend', amend(declined, '4000000000000002'))).workflowId;
         shapes['operation-amend-cancelled'] = (await client.start('order-amend', amend(interrupted, '4242424242424242', { stepDelayMs: 5000 }))).workflowId;
         await cancelWhen(shapes['operation-amend-cancelled'], (s) => s.stepsDone.includes('priceAmendment'));
+        // An amendment charged, then short of stock, whose refund fails: it waits in NEEDS_ATTENTION
+        // holding the order's lock, and a redrive once the refunds work again undoes it.
+        const sku = `recorder-${randomUUID().slice(0, 8)}`;
+        const pool = createPool(config.db);
+        await pool.query('INSERT INTO stock (sku, available) VALUES ($1, 2)', [sku]).finally(() => pool.end());
+        const scarce = (await client.result((await client.start('order', { ...cart('4242424242424242'), items: [{ sku, quantity: 1, priceCents: 500 }] })).workflowId)).entityId!;
+        shapes['operation-redriven'] = (await client.start('order-amend-fragile', { order: scarce, items: [{ sku, quantity: 5 }], payment: { card: '4242424242424242' } })).workflowId;
+        await until(shapes['operation-redriven'], (s) => s.phase === 'NEEDS_ATTENTION');
+        refunds.down = false;
+        await client.redrive(shapes['operation-redriven']);
         await Promise.all(Object.values(shapes).map((id) => client.result(id).catch(() => undefined)));
       });
     } finally {

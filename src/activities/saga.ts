@@ -291,6 +291,22 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
       return { countedOut: counted.status === 'COUNTED_OUT' };
     },
 
+    /**
+     * Keeps the entity's lock while an operation waits in NEEDS_ATTENTION: extends its lease and
+     * heartbeats every `heartbeatIntervalMs` until the saga cancels it (its wait is over); a lease
+     * found lost ends it (LEASE_LOST: a newer holder may have the entity by now).
+     */
+    async holdLock(req: Owner & { leaseMs: number; heartbeatIntervalMs: number }): Promise<never> {
+      const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.leaseMs };
+      return withLease(
+        rms,
+        lease,
+        req.heartbeatIntervalMs,
+        (signal) => new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true })),
+        { metrics },
+      );
+    },
+
     /** Gives the entity's lock back (only while this holder has it): the end of every entity operation. */
     async releaseLock(req: Owner): Promise<{ released: boolean }> {
       const released = await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });

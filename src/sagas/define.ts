@@ -49,11 +49,9 @@ export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I
 
 /** Declares a saga type that changes an existing entity under its lock. @throws SagaDeclarationError */
 export function defineOperation<I>(declaration: OperationDeclaration<I>): EntityOperation<I> {
-  const def: EntityOperation<I> = { ...declaration, kind: 'operation', compensation: { ...DEFAULT_COMPENSATION, ...declaration.compensation } };
+  const compensation = { ...DEFAULT_COMPENSATION, attentionMs: DEFAULT_ATTENTION_MS, ...declaration.compensation };
+  const def: EntityOperation<I> = { ...declaration, kind: 'operation', compensation };
   checkDeclaration(def as SagaType<unknown>);
-  if (def.compensation.attentionMs !== undefined) {
-    throw new SagaDeclarationError(def.type, 'compensation.attentionMs: an operation does not wait for a redrive (it gives its lock back and ends COMPENSATION_FAILED)');
-  }
   return Object.freeze(def);
 }
 

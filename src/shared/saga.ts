@@ -10,9 +10,9 @@ export const SagaPhase = {
   RUNNING_STEPS: 'RUNNING_STEPS',
   COMPENSATING: 'COMPENSATING',
   /**
-   * A compensation failed after its retries: the saga waits, holding its row and its intent, for an
-   * operator to fix the cause and redrive it (`saga redrive`), for its type's `attentionMs`; then it
-   * ends COMPENSATION_FAILED.
+   * A compensation failed after its retries: the saga waits, holding its row and its intent (an
+   * operation, its entity's lock), for an operator to fix the cause and redrive it (`saga redrive`),
+   * for its type's `attentionMs`; then it ends COMPENSATION_FAILED.
    */
   NEEDS_ATTENTION: 'NEEDS_ATTENTION',
   COMPLETED: 'COMPLETED',
@@ -128,9 +128,10 @@ export interface CompensationPolicy {
    * How long a saga whose compensations could not all finish waits in NEEDS_ATTENTION, in ms,
    * holding its row and intent, for an operator to fix the cause and redrive the ones left (`saga
    * redrive`); each redrive that fails again waits as long anew. When the wait ends, the saga ends
-   * COMPENSATION_FAILED (to be settled by hand, `saga settle`). 0: it ends so at once. Only a type
-   * that creates an entity waits: an operation gives its lock back and ends COMPENSATION_FAILED.
-   * Absent in plans of earlier versions (they never wait). @default 1 day (in defineSaga)
+   * COMPENSATION_FAILED (a creation's to be settled by hand, `saga settle`). 0: it ends so at once.
+   * An operation waits holding its entity's lock (extending its lease), so no other operation runs
+   * on an entity half undone. Absent in plans of earlier versions (they never wait). @default 1 day
+   * (in defineSaga and defineOperation)
    */
   attentionMs?: number;
 }

@@ -386,7 +386,7 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
   }
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
-  if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state);
+  if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state, redrives);
   return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives });
 }
 
@@ -406,6 +406,15 @@ function operationActivities(input: SagaPlan) {
         summary: `compensation ${name}`,
       }),
     release: proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "release the entity's lock" }),
+    // Kept until the saga cancels it: each redrive's wait may be as long as the type's attentionMs,
+    // and a heartbeat that stops (a dead worker) starts another attempt, which finds the lease held or lost.
+    hold: proxyActivities<SagaActivities>({
+      startToCloseTimeout: '366d',
+      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+      retry: { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval },
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      summary: "hold the entity's lock while the saga needs attention",
+    }),
   };
 }
 
@@ -417,7 +426,7 @@ function operationActivities(input: SagaPlan) {
  * it runs to its end even when the saga is cancelled meanwhile, and is retried until it succeeds or
  * is refused.
  */
-async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState): Promise<SagaState> {
+async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState, redrives?: Redrives): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = operationActivities(input);
   const { enter, finish } = lifecycle(state);
@@ -453,7 +462,18 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     const cancelled = isCancellation(err);
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
-    const left = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
+    let left = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
+    const attentionMs = input.compensation.attentionMs ?? 0;
+    // Plans of types that could not wait (operations before this version) have no attentionMs.
+    const waits = left.length > 0 && attentionMs > 0 && redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
+    if (waits) {
+      // The entity stays locked while its operation is half undone: no other operation may run on it.
+      left = await CancellationScope.nonCancellable(() =>
+        holdingLock(act.hold, { ...owner, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs }, state, () =>
+          untilRedriven(left, attentionMs, state, redrives, (l) => compensate(l, input.compensation, state)),
+        ),
+      );
+    }
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
     ended = { outcome: compensatedOutcome(left.length > 0, reason), reason };
   }
@@ -463,7 +483,33 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     // The lease ends by itself; the saga's outcome stands.
     state.errors.push({ at: 'releaseLock', type: failureType(err), message: failureMessage(err) });
   }
-  return finish(ended.outcome, ended.reason);
+  finish(ended.outcome, ended.reason);
+  // A redrive that ended the saga answers with its outcome before the workflow completes.
+  if (state.attention !== undefined) await handlersSettled();
+  return state;
+}
+
+/**
+ * Runs `fn` while an activity keeps the entity's lock (extending its lease), then stops it. A hold
+ * that ends by itself (the lease found lost, or Redis away past it) is recorded: the compensations
+ * left may then be refused, fenced out by a newer holder.
+ */
+async function holdingLock<T>(
+  hold: SagaActivities,
+  lock: { type: string; intentKey: string; sessionId: string; fencingToken: string; leaseMs: number; heartbeatIntervalMs: number },
+  state: SagaState,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const scope = new CancellationScope();
+  const held = scope.run(() => hold.holdLock(lock)).catch((err: unknown) => {
+    if (!isCancellation(err)) state.errors.push({ at: 'holdLock', type: failureType(err), message: failureMessage(err) });
+  });
+  try {
+    return await fn();
+  } finally {
+    scope.cancel();
+    await held;
+  }
 }
 
 /** Lets running update handlers finish (they answer the caller), even in a cancelled saga. */
@@ -615,7 +661,7 @@ async function runReserved(
     );
     const attentionMs = input.compensation.attentionMs ?? 0;
     const waits = left.length > 0 && attentionMs > 0 && options.redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
-    if (waits) left = await CancellationScope.nonCancellable(() => untilRedriven(left, attentionMs, input, state, options.redrives!));
+    if (waits) left = await CancellationScope.nonCancellable(() => untilRedriven(left, attentionMs, state, options.redrives!, (l) => compensateKeepingEntity(l, input.compensation, state)));
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
     finish(compensatedOutcome(left.length > 0, reason), reason);
     // A redrive that ended the saga answers with its outcome before the workflow completes.
@@ -667,11 +713,12 @@ interface Redrives {
 
 /**
  * Waits in NEEDS_ATTENTION, `attentionMs` at a time, for a redrive, and on each one retries the
- * compensations `left` (in their order, `undoEntity` last and only once the others succeeded);
- * returns what is still left when a round finished them all ([]) or a wait ended without a
- * redrive. The saga holds its row and intent all along: nothing is undone until its turn.
+ * compensations `left` with `retry` (in their order; a creation's `undoEntity` last and only once
+ * the others succeeded); returns what is still left when a round finished them all ([]) or a wait
+ * ended without a redrive. The saga holds its row and intent (an operation, its entity's lock) all
+ * along: nothing is undone until its turn.
  */
-async function untilRedriven(left: Compensation[], attentionMs: number, input: SagaInput, state: SagaState, redrives: Redrives): Promise<Compensation[]> {
+async function untilRedriven(left: Compensation[], attentionMs: number, state: SagaState, redrives: Redrives, retry: (left: Compensation[]) => Promise<Compensation[]>): Promise<Compensation[]> {
   const { enter } = lifecycle(state);
   const { workflowId } = workflowInfo();
   for (let round = 0; left.length > 0; round++) {
@@ -690,7 +737,7 @@ async function untilRedriven(left: Compensation[], attentionMs: number, input: S
     enter(SagaPhase.COMPENSATING);
     state.attention.redrives = round + 1;
     const asked = redrives.asked;
-    left = await compensateKeepingEntity(left, input.compensation, state);
+    left = await retry(left);
     redrives.answered = asked;
   }
   // A redrive accepted in the very task in which the wait ran out is answered with how the saga ends.

@@ -5,9 +5,10 @@
  * PostgreSQL and the payment provider over HTTP; the stock compensation of the `order-fragile`
  * types is broken and mended by the test, as an outage an operator fixes would be.
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedriveError, SettleError } from '../../src/client';
-import { defineSagaTypes, type SagaTypes, type StepHandler } from '../../src/sagas';
+import { defineSagaTypes, externalStep, type ExternalStep, type SagaTypes, type StepHandler } from '../../src/sagas';
 import type { SagaState } from '../../src/shared';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { ordersTable, sagaTypesFor } from '../fixtures/orders';
@@ -15,7 +16,14 @@ import { ordersTable, sagaTypesFor } from '../fixtures/orders';
 /** The stock service of the fragile types: down until the test mends it; how often each saga's stock was released. */
 const stock = { down: true, released: new Map<string, number>() };
 
-/** The order types, and `order-fragile` (waits a day) and `order-fragile-brief` (waits 1.5 s), whose `releaseStock` fails while the stock service is down. */
+/** The refunds of `order-amend-fragile`: failing until the test mends them. */
+const refunds = { down: true };
+
+/**
+ * The order types, and `order-fragile` (waits a day) and `order-fragile-brief` (waits 1.5 s), whose
+ * `releaseStock` fails while the stock service is down; `order-amend-fragile`, whose refund of the
+ * amended charge fails while the refunds are down.
+ */
 function fragileTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: string): SagaTypes {
   const types = sagaTypesFor(config, providerUrl);
   const base = types.order!;
@@ -27,8 +35,15 @@ function fragileTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: s
     return released;
   };
   const handlers = { ...base.handlers, releaseStock };
+  const amend = types['order-amend']!;
+  const refund = amend.handlers.refundAmendedCharge as ExternalStep<unknown>;
+  const refundAmendedCharge = externalStep<unknown>(async (ctx) => {
+    if (refunds.down) throw new Error('the payment provider is unavailable');
+    return refund.run(ctx);
+  });
   return defineSagaTypes(
     ...Object.values(types),
+    { ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } },
     { ...base, type: 'order-fragile', handlers },
     { ...base, type: 'order-fragile-brief', handlers, compensation: { ...base.compensation, attentionMs: 1500 } },
   );
@@ -136,5 +151,38 @@ describe('a compensation that cannot finish', () => {
 
     expect(await h.client.result(started.workflowId)).toMatchObject({ outcome: 'COMPLETED', compensationsRun: [] });
     expect(stock.released.get(started.workflowId)).toBeUndefined();
+  });
+
+  it("holds its entity's lock while an operation waits: no other operation runs on the order half undone until the redrive finishes", async () => {
+    const sku = `fragile-${randomUUID().slice(0, 8)}`;
+    await h.pool.query('INSERT INTO stock (sku, available) VALUES ($1, 2)', [sku]);
+    const created = await h.client.result((await h.client.start('order', order({ items: [{ sku, quantity: 1, priceCents: 100 }] }))).workflowId);
+    refunds.down = true;
+    // More than the stock holds: the amendment is charged, then refused; its refund cannot be sent.
+    const amend = await h.client.start('order-amend-fragile', { order: created.entityId, items: [{ sku, quantity: 5 }], payment: { card: '4242424242424242' } });
+    expect(amend.reservation.status).toBe('SUCCESS');
+
+    const waiting = await eventually(() => phaseOf(amend.workflowId), (s) => s.phase === 'NEEDS_ATTENTION', 'the amendment to need attention');
+    // A lease past its last extension by a step (it began to wait after them): the lock is still its own, kept by the hold.
+    const leaseEnded = Date.parse(waiting.attention!.since) + h.config.saga.leaseMs + 500;
+    const held = await eventually(() => h.rms.inspect(amend.intentKey), (r) => Date.now() > leaseEnded || r.holder === undefined, 'a lease to have ended');
+    const cancelMeanwhile = await h.client.start('order-cancel', { order: created.entityId });
+
+    expect(waiting).toMatchObject({ stepsDone: ['priceAmendment', 'chargeAmendedOrder'], compensationsRun: ['revertAmendment'], attention: { pending: ['refundAmendedCharge'] } });
+    expect(held.holder).toMatchObject({ fencingToken: waiting.fencingToken });
+    expect(cancelMeanwhile).toMatchObject({ started: false, reservation: { status: 'CONFLICT' } });
+    expect(await h.chargesOf(amend.workflowId)).toMatchObject([{ status: 'succeeded', refunded: false }]);
+
+    refunds.down = false;
+    const final = await h.client.redrive(amend.workflowId);
+
+    expect(final).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', compensationsRun: ['revertAmendment', 'refundAmendedCharge'], attention: { redrives: 1 } });
+    expect(final.errors.map((e) => e.at)).not.toContain('holdLock');
+    expect(await h.chargesOf(amend.workflowId)).toMatchObject([{ status: 'succeeded', refunded: true }]);
+    expect((await h.rms.inspect(amend.intentKey)).holder).toBeUndefined();
+    // The order is whole again, and its other operations run.
+    const cancelled = await h.client.start('order-cancel', { order: created.entityId });
+    expect(cancelled.reservation.status).toBe('SUCCESS');
+    expect(await h.client.result(cancelled.workflowId)).toMatchObject({ outcome: 'COMPLETED' });
   });
 });

@@ -105,8 +105,8 @@ describe('defineOperation', () => {
     expect(def.kind).toBe('operation');
   });
 
-  it('refuses a wait for a redrive: an operation gives its lock back and ends COMPENSATION_FAILED', () => {
-    const declare = () =>
+  it('waits a day in NEEDS_ATTENTION when a compensation cannot finish, unless it says otherwise', () => {
+    const declare = (compensation?: { attentionMs: number }) =>
       defineOperation({
         type: 'booking-cancel',
         scope: 'booking',
@@ -115,10 +115,11 @@ describe('defineOperation', () => {
         table: fencedTable('bookings', ['room']),
         steps: [{ step: 'cancel' }],
         handlers: { cancel: noop },
-        compensation: { attentionMs: 60_000 },
+        ...(compensation ? { compensation } : {}),
       });
-    expect(declare).toThrow(SagaDeclarationError);
-    expect(declare).toThrow('saga type "booking-cancel": compensation.attentionMs: an operation does not wait for a redrive');
+    expect(declare().compensation.attentionMs).toBe(24 * 60 * 60 * 1000);
+    expect(declare({ attentionMs: 0 }).compensation.attentionMs).toBe(0);
+    expect(() => declare({ attentionMs: 1.5 })).toThrow(SagaDeclarationError);
   });
 });
 

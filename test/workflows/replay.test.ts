@@ -57,6 +57,8 @@ describe('recorded saga histories', () => {
         // COMPENSATED, or its wait ended (COMPENSATION_FAILED).
         'gate-redriven',
         'gate-attention-ended',
+        // An amendment whose refund failed: it waited holding the order's lock, and was redriven.
+        'operation-redriven',
         // Of a type with limits: counted out of its caller's counters at its end (gate-limits).
         'gate-limited-completed',
         'gate-limited-compensated',
