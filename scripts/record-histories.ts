@@ -18,11 +18,12 @@ import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
 import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
 import { createPool } from '../src/db/pool';
-import { defineOperation, defineSaga, defineSagaTypes, externalStep, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
+import { defineOperation, defineSaga, defineSagaTypes, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
 import { sagaTypesFor } from '../test/fixtures/orders';
+import { externalFailingDuring, failingDuring } from '../test/fixtures/outages';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
@@ -42,17 +43,9 @@ const refunds = { down: true };
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
   const { kind: _kind, ...order } = types.order as SagaDefinition<unknown>;
-  const release = order.handlers.releaseStock as StepHandler<unknown>;
-  const releaseStock: StepHandler<unknown> = async (tx, ctx) => {
-    if (stock.down) throw new Error('the stock service is unavailable');
-    return release(tx, ctx);
-  };
+  const releaseStock = failingDuring(stock, 'the stock service', order.handlers.releaseStock as StepHandler<unknown>);
   const { kind: _operation, ...amend } = types['order-amend'] as EntityOperation<unknown>;
-  const refund = amend.handlers.refundAmendedCharge as ExternalStep<unknown>;
-  const refundAmendedCharge = externalStep<unknown>(async (ctx) => {
-    if (refunds.down) throw new Error('the payment provider is unavailable');
-    return refund.run(ctx);
-  });
+  const refundAmendedCharge = externalFailingDuring(refunds, 'the payment provider', amend.handlers.refundAmendedCharge as ExternalStep<unknown>);
   return defineSagaTypes(
     ...Object.values(types),
     defineOperation({ ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),

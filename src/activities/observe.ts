@@ -9,6 +9,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory, type InjectedSinks } from '@temporalio/worker';
+import type { WorkflowInfo } from '@temporalio/workflow';
 import type { CompensationOutcome, SagaMetrics, StepOutcome } from '../metrics';
 import type { SagaTypes } from '../sagas';
 import { ErrorType, type SagaEventSinks } from '../shared';
@@ -141,6 +142,16 @@ export function firstEndReport(redis: Pick<Redis | Cluster, 'set'>, keyPrefix: s
  * reports the type its starter sent: it is logged only if `types` has it.
  */
 export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: (runId: string) => Promise<boolean>): InjectedSinks<SagaEventSinks> {
+  /** What every line of a saga event names: its workflow, its type (a registered one, else `unknown`) and its intent key. */
+  const sagaFields = (info: WorkflowInfo, event: { type: string; intentKey: string }) => ({
+    workflowId: info.workflowId,
+    workflowRunId: info.runId,
+    workflowType: info.workflowType,
+    taskQueue: info.taskQueue,
+    namespace: info.namespace,
+    sagaType: Object.hasOwn(types, event.type) ? event.type : 'unknown',
+    intentKey: event.intentKey,
+  });
   return {
     sagaEvents: {
       ended: {
@@ -149,13 +160,7 @@ export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: 
           metrics?.sagaEnded(event.type, event.outcome);
           Runtime.instance().logger.info(`saga ended ${event.outcome}`, {
             sagaEvent: 'ended',
-            workflowId: info.workflowId,
-            workflowRunId: info.runId,
-            workflowType: info.workflowType,
-            taskQueue: info.taskQueue,
-            namespace: info.namespace,
-            sagaType: Object.hasOwn(types, event.type) ? event.type : 'unknown',
-            intentKey: event.intentKey,
+            ...sagaFields(info, event),
             outcome: event.outcome,
             ...(event.reason ? { reason: event.reason } : {}),
           });
@@ -169,13 +174,7 @@ export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: 
           metrics?.sagaNeedsAttention(event.type);
           Runtime.instance().logger.warn('saga needs attention', {
             sagaEvent: 'attention',
-            workflowId: info.workflowId,
-            workflowRunId: info.runId,
-            workflowType: info.workflowType,
-            taskQueue: info.taskQueue,
-            namespace: info.namespace,
-            sagaType: Object.hasOwn(types, event.type) ? event.type : 'unknown',
-            intentKey: event.intentKey,
+            ...sagaFields(info, event),
             pending: event.pending.join(','),
             redrives: event.redrives,
           });

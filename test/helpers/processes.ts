@@ -1,7 +1,9 @@
 /** Worker processes of the project's own, for tests that kill or stop them. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
 import { configEnv, type Config } from '../../src/config';
+import { eventually } from './saga-harness';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -46,4 +48,23 @@ export async function startWorkerProcess(config: Config, env: NodeJS.ProcessEnv 
     void exited.then((code) => reject(new Error(`worker exited (${code}) before polling:\n${output}`)));
   });
   return { child, exited, output: () => output };
+}
+
+/** A worker process of {@link startWorkerProcess}. */
+export type WorkerProcess = Awaited<ReturnType<typeof startWorkerProcess>>;
+
+/**
+ * Of `workers`, the one running the saga's pending `activity` (the worker whose identity,
+ * `<pid>@<host>`, the pending activity names once one picked it up), and another one.
+ */
+export async function workerRunning(handle: WorkflowHandle, activity: string, workers: readonly WorkerProcess[]): Promise<{ running: WorkerProcess; other: WorkerProcess }> {
+  const identity = await eventually(
+    async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === activity)?.lastWorkerIdentity ?? '',
+    (id) => id !== '',
+    `${activity} to be picked up by a worker`,
+  );
+  const running = workers.find((w) => identity.startsWith(`${w.child.pid}@`));
+  const other = workers.find((w) => w !== running);
+  if (!running || !other) throw new Error(`${activity} runs on ${identity}: none of the ${workers.length} workers, or no other one`);
+  return { running, other };
 }

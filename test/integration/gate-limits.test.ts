@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSagaServer } from '../../src/http';
 import { limitKeys } from '../../src/rms';
 import type { StartedSaga, StartOptions } from '../../src/client';
-import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
+import { killWorkerProcesses, startWorkerProcess, workerRunning } from '../helpers/processes';
 import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD, ordersTable } from '../fixtures/orders';
 import { limitedSagaTypesFor } from '../fixtures/limited-sagas';
@@ -210,15 +210,7 @@ describe('a saga counts itself out', () => {
     const workers = [await startWorkerProcess(h.config, module), await startWorkerProcess(h.config, module)];
     const started = await start('order-one', order({ simulate: { writeDelayMs: 4000 } }), { owner });
     expect(started.reservation.status).toBe('SUCCESS');
-    const handle = h.client.temporal.workflow.getHandle(started.workflowId);
-    const running = await eventually(
-      () => handle.describe(),
-      (d) => d.raw.pendingActivities?.some((a) => a.activityType?.name === 'writeEntity' && !!a.lastWorkerIdentity) ?? false,
-      'the write to be picked up by a worker',
-    );
-    const identity = running.raw.pendingActivities!.find((a) => a.activityType?.name === 'writeEntity')!.lastWorkerIdentity!;
-    const victim = workers.find((w) => identity.startsWith(`${w.child.pid}@`))!;
-    const survivor = workers.find((w) => w !== victim)!;
+    const { running: victim, other: survivor } = await workerRunning(h.client.temporal.workflow.getHandle(started.workflowId), 'writeEntity', workers);
 
     victim.child.kill('SIGKILL');
     await victim.exited;

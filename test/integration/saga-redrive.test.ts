@@ -8,10 +8,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedriveError, SettleError } from '../../src/client';
-import { defineSagaTypes, externalStep, type ExternalStep, type SagaTypes, type StepHandler } from '../../src/sagas';
+import { defineSagaTypes, type ExternalStep, type SagaTypes, type StepHandler } from '../../src/sagas';
 import type { SagaState } from '../../src/shared';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { ordersTable, sagaTypesFor } from '../fixtures/orders';
+import { externalFailingDuring, failingDuring } from '../fixtures/outages';
 
 /** The stock service of the fragile types: down until the test mends it; how often each saga's stock was released. */
 const stock = { down: true, released: new Map<string, number>() };
@@ -27,20 +28,15 @@ const refunds = { down: true };
 function fragileTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: string): SagaTypes {
   const types = sagaTypesFor(config, providerUrl);
   const base = types.order!;
-  const release = base.handlers.releaseStock as StepHandler<unknown>;
+  const release = failingDuring(stock, 'the stock service', base.handlers.releaseStock as StepHandler<unknown>);
   const releaseStock: StepHandler<unknown> = async (tx, ctx) => {
-    if (stock.down) throw new Error('the stock service is unavailable');
     const released = await release(tx, ctx);
     stock.released.set(ctx.sagaKey, (stock.released.get(ctx.sagaKey) ?? 0) + 1);
     return released;
   };
   const handlers = { ...base.handlers, releaseStock };
   const amend = types['order-amend']!;
-  const refund = amend.handlers.refundAmendedCharge as ExternalStep<unknown>;
-  const refundAmendedCharge = externalStep<unknown>(async (ctx) => {
-    if (refunds.down) throw new Error('the payment provider is unavailable');
-    return refund.run(ctx);
-  });
+  const refundAmendedCharge = externalFailingDuring(refunds, 'the payment provider', amend.handlers.refundAmendedCharge as ExternalStep<unknown>);
   return defineSagaTypes(
     ...Object.values(types),
     { ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } },

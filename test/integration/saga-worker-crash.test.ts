@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
-import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
+import { order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { killWorkerProcesses, startWorkerProcess, workerRunning } from '../helpers/processes';
 import { ordersTable } from '../fixtures/orders';
 
 let h: SagaHarness;
@@ -18,16 +18,8 @@ it('finishes a saga whose worker was killed with SIGKILL mid-write on another wo
   const workers = [await startWorkerProcess(h.config), await startWorkerProcess(h.config)];
   const started = await h.client.start('order', order({ simulate: { writeDelayMs: 4000 } }));
   expect(started.reservation.status).toBe('SUCCESS');
-  const handle = h.client.temporal.workflow.getHandle(started.workflowId);
   // The worker running the write is the one whose identity (`<pid>@<host>`) the pending activity names.
-  const running = await eventually(
-    () => handle.describe(),
-    (d) => d.raw.pendingActivities?.some((a) => a.activityType?.name === 'writeEntity' && !!a.lastWorkerIdentity) ?? false,
-    'the write to be picked up by a worker',
-  );
-  const identity = running.raw.pendingActivities!.find((a) => a.activityType?.name === 'writeEntity')!.lastWorkerIdentity!;
-  const victim = workers.find((w) => identity.startsWith(`${w.child.pid}@`))!;
-  const survivor = workers.find((w) => w !== victim)!;
+  const { running: victim, other: survivor } = await workerRunning(h.client.temporal.workflow.getHandle(started.workflowId), 'writeEntity', workers);
 
   victim.child.kill('SIGKILL');
   expect(await victim.exited).toBeNull();
