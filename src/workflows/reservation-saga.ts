@@ -463,14 +463,11 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
     let left = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
-    const attentionMs = input.compensation.attentionMs ?? 0;
-    // Plans of types that could not wait (operations before this version) have no attentionMs.
-    const waits = left.length > 0 && attentionMs > 0 && redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
-    if (waits) {
+    if (waitsForRedrive(left, input, redrives)) {
       // The entity stays locked while its operation is half undone: no other operation may run on it.
       left = await CancellationScope.nonCancellable(() =>
         holdingLock(act.hold, { ...owner, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs }, state, () =>
-          untilRedriven(left, attentionMs, state, redrives, (l) => compensate(l, input.compensation, state)),
+          untilRedriven(left, input, state, redrives, (l) => compensate(l, input.compensation, state)),
         ),
       );
     }
@@ -659,13 +656,14 @@ async function runReserved(
     let left = await CancellationScope.nonCancellable(() =>
       patched(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
     );
-    const attentionMs = input.compensation.attentionMs ?? 0;
-    const waits = left.length > 0 && attentionMs > 0 && options.redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
-    if (waits) left = await CancellationScope.nonCancellable(() => untilRedriven(left, attentionMs, state, options.redrives!, (l) => compensateKeepingEntity(l, input.compensation, state)));
+    const { redrives } = options;
+    if (waitsForRedrive(left, input, redrives)) {
+      left = await CancellationScope.nonCancellable(() => untilRedriven(left, input, state, redrives, (l) => compensateKeepingEntity(l, input.compensation, state)));
+    }
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
     finish(compensatedOutcome(left.length > 0, reason), reason);
     // A redrive that ended the saga answers with its outcome before the workflow completes.
-    if (waits) await handlersSettled();
+    if (state.attention !== undefined) await handlersSettled();
     return state;
   }
   // 5. Every step has succeeded: the saga only goes forward. Marking the row COMPLETED is retried
@@ -712,13 +710,23 @@ interface Redrives {
 }
 
 /**
- * Waits in NEEDS_ATTENTION, `attentionMs` at a time, for a redrive, and on each one retries the
+ * Whether a saga whose compensations `left` could not all finish waits in NEEDS_ATTENTION for a
+ * redrive: its plan gives it time to ({@link NEEDS_ATTENTION_PATCH}; plans of earlier versions
+ * have no `attentionMs`), and it runs the code that answers redrives (not the legacy saga).
+ */
+function waitsForRedrive(left: Compensation[], input: SagaInput, redrives: Redrives | undefined): redrives is Redrives {
+  return left.length > 0 && (input.compensation.attentionMs ?? 0) > 0 && redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
+}
+
+/**
+ * Waits in NEEDS_ATTENTION, its type's `attentionMs` at a time, for a redrive, and on each one retries the
  * compensations `left` with `retry` (in their order; a creation's `undoEntity` last and only once
  * the others succeeded); returns what is still left when a round finished them all ([]) or a wait
  * ended without a redrive. The saga holds its row and intent (an operation, its entity's lock) all
  * along: nothing is undone until its turn.
  */
-async function untilRedriven(left: Compensation[], attentionMs: number, state: SagaState, redrives: Redrives, retry: (left: Compensation[]) => Promise<Compensation[]>): Promise<Compensation[]> {
+async function untilRedriven(left: Compensation[], input: SagaInput, state: SagaState, redrives: Redrives, retry: (left: Compensation[]) => Promise<Compensation[]>): Promise<Compensation[]> {
+  const attentionMs = input.compensation.attentionMs ?? 0;
   const { enter } = lifecycle(state);
   const { workflowId } = workflowInfo();
   for (let round = 0; left.length > 0; round++) {
