@@ -13,8 +13,8 @@ import { lockEntity, reserveIntent, undoEntity, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
 import { Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
-import { activeTracing, inSpan } from './tracing';
-import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, sagaLimitCounters, sagaDefinition, sagaSessionId, sagaTypesOf, SagaInputError, type SagaList, type SagaType, type SagaTypes } from './sagas';
+import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
+import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -174,6 +174,9 @@ export interface OwnerScope {
 /** How many answers the gate gave, by status: rejected requests have no saga page to count them by. */
 export type GateCounts = Record<ReservationAnswer['status'], number>;
 
+/** A start's request as the gate takes it: its hash is computed only when an answer needs it. */
+type GateRequest = SagaRequest & { requestHash: () => string };
+
 /** What one start call answers, before the fields every answer shares. */
 type GateReply = Omit<StartedSaga, 'workflowId' | 'intentKey' | 'idempotencyKey'>;
 
@@ -326,16 +329,19 @@ export class SagaClient {
     return this.#prepare(type, data, { idempotencyKey, owner });
   }
 
-  #prepare(type: string, data: unknown, options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>, limits: 'derive' | 'check' = 'derive'): SagaInput {
-    return prepareSaga(type, data, {
-      limits,
+  #prepare(type: string, data: unknown, options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>): SagaInput {
+    return prepareSaga(type, data, this.#prepareOptions(options));
+  }
+
+  #prepareOptions(options: Pick<StartOptions, 'idempotencyKey' | 'owner' | 'deadlineMs'>): PrepareOptions {
+    return {
       idempotencyKey: options.idempotencyKey,
       timings: this.#options.timings,
       types: this.#options.types,
       intentSecret: this.#options.intentSecret,
       owner: options.owner ?? this.#options.owner ?? DEFAULT_OWNER,
       deadlineMs: options.deadlineMs,
-    });
+    };
   }
 
   /**
@@ -351,37 +357,45 @@ export class SagaClient {
    * taken for a saga that may not exist ends with its lease.
    */
   async start(type: string, data: unknown, options: StartOptions = {}): Promise<StartedSaga> {
-    // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its children.
-    return inSpan('saga.start', { 'saga.type': type }, async (span) => {
-      const started = await this.#start(type, data, options);
-      span.setAttributes({ 'saga.answer': started.reservation.status, 'saga.started': started.started, 'temporal.workflow_id': started.workflowId });
+    // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its
+    // children when it is sampled; when it is not, only the workflow start carries it (see inGateSpan).
+    return inGateSpan('saga.start', { 'saga.type': type }, async (span, underSpan) => {
+      const started = await this.#start(type, data, options, underSpan);
+      if (span.isRecording()) span.setAttributes({ 'saga.answer': started.reservation.status, 'saga.started': started.started, 'temporal.workflow_id': started.workflowId });
       return started;
     });
   }
 
-  async #start(type: string, data: unknown, options: StartOptions): Promise<StartedSaga> {
+  async #start(type: string, data: unknown, options: StartOptions, underSpan: UnderSpan): Promise<StartedSaga> {
     const began = performance.now();
     const { waitMs } = options;
     if (waitMs !== undefined && !(Number.isSafeInteger(waitMs) && waitMs >= 0 && waitMs <= MAX_WAIT_MS)) {
       throw new TypeError(`SagaClient.start: waitMs must be a whole number of milliseconds from 0 to ${MAX_WAIT_MS} (got ${waitMs})`);
     }
     if (options.owner !== undefined) checkOwner(options.owner, 'SagaClient.start: owner');
-    // Limits are derived after the gate, for an answer that would start a saga (see #startOnce).
-    const input = this.#prepare(type, data, options, 'check');
+    // The request hash and the limits are derived after the gate, for an answer that starts a saga or
+    // answers from one (see #startOnce): a DUPLICATE or a CONFLICT pays for neither.
+    const input = this.#prepareRequest(type, data, options);
     const workflowId = sagaWorkflowId(type, input.idempotencyKey);
-    // Concurrent identical requests from this client share one answer.
-    const flightKey = `${workflowId}\u0000${input.requestHash}`;
-    let flight = this.#inFlight.get(flightKey);
-    if (!flight) {
-      flight = this.#startOnce(input, workflowId).finally(() => this.#inFlight.delete(flightKey));
-      this.#inFlight.set(flightKey, flight);
+    // Concurrent identical requests from this client share one answer. Their hashes are compared only
+    // when a request of the same key is in flight; one of another payload goes its own way.
+    const current = this.#inFlight.get(workflowId);
+    let answer: GateReply;
+    if (current && current.input.requestHash() === input.requestHash()) {
+      answer = await current.reply;
+    } else {
+      const reply = this.#startOnce(input, workflowId, underSpan);
+      if (!current) {
+        this.#inFlight.set(workflowId, { input, reply });
+        void reply.finally(() => this.#inFlight.delete(workflowId)).catch(() => undefined);
+      }
+      answer = await reply;
     }
-    const answer = await flight;
     this.#counts[answer.reservation.status]++;
     this.#options.metrics?.gateAnswered(type, answer.reservation.status, (performance.now() - began) / 1000);
     const started = { ...answer, workflowId, intentKey: input.intentKey, idempotencyKey: input.idempotencyKey };
     // A saga that ended already is read too: every waiter of a key gets the same final state.
-    return waitMs && started.started ? this.#awaitEnd(started, waitMs) : started;
+    return waitMs && started.started ? underSpan(() => this.#awaitEnd(started, waitMs)) : started;
   }
 
   /**
@@ -404,9 +418,21 @@ export class SagaClient {
     return { ...started, ...(final.outcome ? { outcome: final.outcome } : {}), final };
   }
 
-  readonly #inFlight = new Map<string, Promise<GateReply>>();
+  /** The start under way for each workflow id, with the request it was asked with. */
+  readonly #inFlight = new Map<string, { input: GateRequest; reply: Promise<GateReply> }>();
 
-  async #startOnce(input: SagaInput, workflowId: string): Promise<GateReply> {
+  /** A start's request, its hash computed on first use (see SagaRequest). */
+  #prepareRequest(type: string, data: unknown, options: StartOptions): GateRequest {
+    const request = prepareSagaRequest(type, data, this.#prepareOptions(options));
+    let hash: string | undefined;
+    return { ...request, requestHash: () => (hash ??= sagaRequestHash(request, this.#options.intentSecret)) };
+  }
+
+  /**
+   * The gate, then what its answer leads to. Everything after a SUCCESS, or a DUPLICATE of the key's
+   * own saga, runs `underSpan`: the saga's start carries the answer's trace on.
+   */
+  async #startOnce(input: GateRequest, workflowId: string, underSpan: UnderSpan): Promise<GateReply> {
     const { rms, pool } = this.#options;
     const sessionId = sagaSessionId(this.#namespace, workflowId);
     const def = sagaDefinition(input.type, this.#options.types);
@@ -426,11 +452,14 @@ export class SagaClient {
       gate = await reserveIntent(deps, { ...request, ...(input.legacyIntentKey === undefined ? {} : { legacyIntentKey: input.legacyIntentKey }) });
     }
     if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
-    if (gate.status === 'DUPLICATE') {
-      if (gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
-      // The entity is this key's own saga's: a retry of a request that already succeeded.
-      return this.#answerOfExisting(input, workflowId, sessionId, gate);
-    }
+    if (gate.status === 'DUPLICATE' && gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
+    return underSpan(() => this.#startSaga(input, workflowId, sessionId, def, gate));
+  }
+
+  /** After the gate: the saga started (its SUCCESS), or the answer of the key's own saga (a DUPLICATE of it, or one already started). */
+  async #startSaga(input: GateRequest, workflowId: string, sessionId: string, def: SagaType<unknown>, gate: Exclude<GateAnswer, { status: 'CONFLICT' }>): Promise<GateReply> {
+    // The entity is this key's own saga's: a retry of a request that already succeeded.
+    if (gate.status === 'DUPLICATE') return this.#answerOfExisting(input, workflowId, sessionId, gate);
     // Limits are counted only for what would start a saga: a DUPLICATE or a CONFLICT never pays for them.
     const limited = await this.#admit(input, def, sessionId, gate);
     if (limited?.admitted.status === 'LIMITED') return { ...this.#rejected({ status: 'CONFLICT', retryAfterMs: limited.admitted.retryAfterMs }), limited: limited.admitted.limit };
@@ -457,7 +486,7 @@ export class SagaClient {
         // terminated one whose entity the gate did not find (the gate answered SUCCESS) holds nothing.
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
-        memo: { requestHash: input.requestHash, reservation: answer, owner: input.owner } satisfies SagaMemo,
+        memo: { requestHash: input.requestHash(), reservation: answer, owner: input.owner } satisfies SagaMemo,
         typedSearchAttributes: [
           { key: SAGA_TYPE, value: input.type },
           { key: SAGA_PHASE, value: SagaPhase.RESERVING },
@@ -491,7 +520,7 @@ export class SagaClient {
    * running saga's, or a concurrent call's for the same key); so does an error, which is then thrown.
    */
   async #admit(
-    input: SagaInput,
+    input: GateRequest,
     def: SagaType<unknown>,
     sessionId: string,
     gate: Extract<GateAnswer, { status: 'SUCCESS' }>,
@@ -524,7 +553,7 @@ export class SagaClient {
    * counters this call counted the session in, which only the key's saga, running for this caller,
    * would count it out of.
    */
-  async #answerOfExisting(input: SagaInput, workflowId: string, sessionId: string, gate: GateAnswer, counted?: SagaLimitCounters): Promise<GateReply> {
+  async #answerOfExisting(input: GateRequest, workflowId: string, sessionId: string, gate: GateAnswer, counted?: SagaLimitCounters): Promise<GateReply> {
     const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, reservationUpdate, stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
     const description = await handle.describe();
@@ -558,7 +587,7 @@ export class SagaClient {
       answer = state.reservation;
     }
     // A saga started before request hashes were keyed recorded the plain SHA-256 of the same request.
-    if (recordedHash !== input.requestHash && recordedHash !== unkeyedRequestHash(input)) throw keyReused(input.idempotencyKey);
+    if (recordedHash !== input.requestHash() && recordedHash !== unkeyedRequestHash(input)) throw keyReused(input.idempotencyKey);
     answer ??= await handle.executeUpdate(reservationUpdate, { args: [{ requestHash: recordedHash }] });
     const outcome = running ? undefined : endOf(description.status.name, attributes.get(SAGA_OUTCOME));
     return { runId: description.runId, reservation: answer, started: true, url: this.url(workflowId), ...(outcome ? { outcome } : {}), replayed: true };

@@ -1,4 +1,5 @@
 /** Connections to Temporal built from the config: plain for the dev server, TLS/API key for a cluster or Cloud. */
+import type { AsyncLocalStorage } from 'node:async_hooks';
 import { readFileSync } from 'node:fs';
 import { Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
@@ -18,9 +19,20 @@ function tlsOf(temporal: Config['temporal']): TLSConfig | undefined {
   };
 }
 
-/** A client connection (for `SagaClient` and the CLI). */
-export function connectClient(temporal: Config['temporal']): Promise<Connection> {
-  return Connection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
+/**
+ * A client connection (for `SagaClient` and the CLI).
+ *
+ * `Connection.connect` checks the server under a deadline it sets through its AsyncLocalStorage. On
+ * Node 20 the first `run` of any AsyncLocalStorage turns on an async hook that every promise of the
+ * process pays for from then on, used or not: a gate answer is a few promises deep, and that was
+ * about a fifth of its CPU (docs/performance.md, section 13). Disabled once connected, the hook is off
+ * again unless another storage needs it; a later call with a deadline or an abort signal
+ * (`withAbortSignal`) enables it anew.
+ */
+export async function connectClient(temporal: Config['temporal']): Promise<Connection> {
+  const connection = await Connection.connect({ address: temporal.address, tls: tlsOf(temporal), apiKey: temporal.apiKey });
+  (connection as unknown as { callContextStorage: AsyncLocalStorage<unknown> }).callContextStorage.disable();
+  return connection;
 }
 
 /**

@@ -31,7 +31,7 @@ export const MAX_CANONICAL_JSON_DEPTH = 64;
  */
 export function canonicalJson(data: unknown): string {
   const writer = new CanonicalWriter();
-  writer.write(data, '$', 0);
+  writer.write(data, 0);
   return writer.result();
 }
 
@@ -58,92 +58,109 @@ export function intentKey(scope: string, data: unknown, secret: Uint8Array): str
   return `${scope}:${digest}`;
 }
 
-/** Builds canonical JSON piece by piece, refusing as soon as the size limit is passed. */
+/**
+ * Builds canonical JSON piece by piece, refusing as soon as the size limit is passed. The path of a
+ * value is kept as a stack of keys and spelt out only for a refusal: every gate answer keys its
+ * intent, and names nobody reads cost it.
+ */
 class CanonicalWriter {
   private readonly parts: string[] = [];
   private bytes = 0;
   /** Objects and arrays on the current path: meeting one again is a cycle (shared subtrees are fine). */
   private readonly ancestors = new Set<object>();
+  /** The keys and indexes from the root to the value being written. */
+  private readonly path: (string | number)[] = [];
 
   result(): string {
     return this.parts.join('');
   }
 
-  write(value: unknown, path: string, depth: number): void {
+  write(value: unknown, depth: number): void {
     switch (typeof value) {
       case 'string':
-        this.emitString(value, path);
+        this.emitString(value);
         return;
       case 'number':
-        if (!Number.isFinite(value)) refuse(path, `${String(value)} is not a JSON number`);
-        this.emit(JSON.stringify(value), path);
+        if (!Number.isFinite(value)) this.refuse(`${String(value)} is not a JSON number`);
+        this.emit(JSON.stringify(value));
         return;
       case 'boolean':
-        this.emit(value ? 'true' : 'false', path);
+        this.emit(value ? 'true' : 'false');
         return;
       case 'object':
         if (value === null) {
-          this.emit('null', path);
+          this.emit('null');
           return;
         }
-        this.writeContainer(value, path, depth);
+        this.writeContainer(value, depth);
         return;
       case 'undefined':
-        refuse(path, 'undefined has no JSON form');
+        this.refuse('undefined has no JSON form');
         return;
       default:
         // function, symbol, bigint
-        refuse(path, `a ${typeof value} has no JSON form`);
+        this.refuse(`a ${typeof value} has no JSON form`);
     }
   }
 
-  private writeContainer(value: object, path: string, depth: number): void {
-    if (depth >= MAX_CANONICAL_JSON_DEPTH) refuse(path, `nests deeper than ${MAX_CANONICAL_JSON_DEPTH} levels`);
-    if (this.ancestors.has(value)) refuse(path, 'is a cycle');
+  private writeContainer(value: object, depth: number): void {
+    if (depth >= MAX_CANONICAL_JSON_DEPTH) this.refuse(`nests deeper than ${MAX_CANONICAL_JSON_DEPTH} levels`);
+    if (this.ancestors.has(value)) this.refuse('is a cycle');
     this.ancestors.add(value);
     if (Array.isArray(value)) {
-      this.emit('[', path);
+      this.emit('[');
       for (let i = 0; i < value.length; i++) {
-        if (i > 0) this.emit(',', path);
+        this.path.push(i);
+        if (i > 0) this.emit(',');
         // A hole reads as undefined and is refused like an explicit undefined.
-        this.write(value[i], `${path}[${i}]`, depth + 1);
+        this.write(value[i], depth + 1);
+        this.path.pop();
       }
-      this.emit(']', path);
+      this.emit(']');
     } else {
       const proto: unknown = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
-        refuse(path, `a ${value.constructor?.name ?? 'non-plain'} object has no canonical JSON form; pass plain data`);
+        this.refuse(`a ${value.constructor?.name ?? 'non-plain'} object has no canonical JSON form; pass plain data`);
       }
-      if (Object.getOwnPropertySymbols(value).length > 0) refuse(path, 'symbol keys have no JSON form');
+      if (Object.getOwnPropertySymbols(value).length > 0) this.refuse('symbol keys have no JSON form');
       const record = value as Record<string, unknown>;
       const keys = Object.keys(record).sort();
-      this.emit('{', path);
-      keys.forEach((key, i) => {
-        const child = /^[A-Za-z_$][\w$]{0,63}$/.test(key) ? `${path}.${key}` : `${path}[${preview(key)}]`;
-        if (i > 0) this.emit(',', child);
-        this.emitString(key, child);
-        this.emit(':', child);
-        this.write(record[key], child, depth + 1);
-      });
-      this.emit('}', path);
+      this.emit('{');
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i]!;
+        this.path.push(key);
+        if (i > 0) this.emit(',');
+        this.emitString(key);
+        this.emit(':');
+        this.write(record[key], depth + 1);
+        this.path.pop();
+      }
+      this.emit('}');
     }
     this.ancestors.delete(value);
   }
 
-  private emitString(value: string, path: string): void {
+  private emitString(value: string): void {
     // Every UTF-16 unit becomes at least one UTF-8 byte: refuse huge strings before escaping them.
-    if (value.length > MAX_CANONICAL_JSON_BYTES) this.tooLarge(path);
-    this.emit(JSON.stringify(value), path);
+    if (value.length > MAX_CANONICAL_JSON_BYTES) this.tooLarge();
+    this.emit(JSON.stringify(value));
   }
 
-  private emit(text: string, path: string): void {
-    this.bytes += Buffer.byteLength(text, 'utf8');
-    if (this.bytes > MAX_CANONICAL_JSON_BYTES) this.tooLarge(path);
+  private emit(text: string): void {
+    // A one-character token is punctuation or a digit: one byte.
+    this.bytes += text.length === 1 ? 1 : Buffer.byteLength(text, 'utf8');
+    if (this.bytes > MAX_CANONICAL_JSON_BYTES) this.tooLarge();
     this.parts.push(text);
   }
 
-  private tooLarge(path: string): never {
-    refuse(path, `canonical JSON exceeds ${MAX_CANONICAL_JSON_BYTES} bytes`);
+  private tooLarge(): never {
+    this.refuse(`canonical JSON exceeds ${MAX_CANONICAL_JSON_BYTES} bytes`);
+  }
+
+  /** Refuses the value being written, named by its path (`$.items[0].sku`). */
+  private refuse(reason: string): never {
+    const named = this.path.map((key) => (typeof key === 'number' ? `[${key}]` : /^[A-Za-z_$][\w$]{0,63}$/.test(key) ? `.${key}` : `[${preview(key)}]`));
+    refuse(`$${named.join('')}`, reason);
   }
 }
 

@@ -10,7 +10,7 @@
  * request wrongly (CONFLICT or DUPLICATE for another intent's key); it never admits a duplicate, since
  * PostgreSQL keeps the whole intent key UNIQUE and every write is fenced there.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** The keys of one intent under a prefix. */
 export interface IntentKeys {
@@ -27,7 +27,7 @@ export interface IntentKeys {
 
 /** The hash tag of `intent`: base64url of the first 96 bits of its SHA-256. */
 export function intentTag(intent: string): string {
-  return createHash('sha256').update(intent, 'utf8').digest().subarray(0, 12).toString('base64url');
+  return hash('sha256', intent, 'buffer').subarray(0, 12).toString('base64url');
 }
 
 /**
@@ -71,7 +71,7 @@ export function lockValue(sessionId: string, fencingToken: string): string {
  * slot; it is another slot than the intent's, so a SUCCESS pays one more round trip for it.
  */
 export function limitTag(type: string, caller: string): string {
-  return createHash('sha256').update(`limits\u0000${type}\u0000${caller}`, 'utf8').digest().subarray(0, 12).toString('base64url');
+  return hash('sha256', `limits\u0000${type}\u0000${caller}`, 'buffer').subarray(0, 12).toString('base64url');
 }
 
 /** The keys of one limit counter of a caller. */

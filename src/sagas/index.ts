@@ -2,7 +2,7 @@
  * The saga types an app declares, and the one place a request becomes a saga input: validated
  * against the type's schema, reduced to its intent key, hashed for the idempotency check.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
@@ -69,16 +69,38 @@ function fieldPath(path: readonly PropertyKey[]): string {
   return where.length > 200 ? `${where.slice(0, 200)}…` : where;
 }
 
-/** The path to the first object or array nested deeper than `max` levels, without recursion. */
+/**
+ * The path to the first object or array nested deeper than `max` levels, without recursion. Each
+ * node links to its parent: a path is built only for the one returned (every request is walked).
+ */
 function pathDeeperThan(value: unknown, max: number): (string | number)[] | undefined {
-  const pending: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const { value: v, path } = next;
+  const pending: (WalkNode & { depth: number })[] = [{ value, depth: 0 }];
+  for (let node = pending.pop(); node; node = pending.pop()) {
+    const v = node.value;
     if (typeof v !== 'object' || v === null) continue;
-    if (path.length >= max) return path;
-    for (const [key, child] of Array.isArray(v) ? v.entries() : Object.entries(v)) pending.push({ value: child, path: [...path, key] });
+    if (node.depth >= max) return pathOf(node);
+    const depth = node.depth + 1;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) pending.push({ value: v[i], depth, key: i, parent: node });
+    } else {
+      for (const key in v) if (Object.hasOwn(v, key)) pending.push({ value: (v as Record<string, unknown>)[key], depth, key, parent: node });
+    }
   }
   return undefined;
+}
+
+/** A value met in a walk of a request, linked to its parent (a path is built only when one is reported). */
+interface WalkNode {
+  value: unknown;
+  key?: string | number;
+  parent?: WalkNode;
+}
+
+/** The keys from the root to `node`. */
+function pathOf(node: WalkNode): (string | number)[] {
+  const path: (string | number)[] = [];
+  for (let n: WalkNode | undefined = node; n?.key !== undefined; n = n.parent) path.push(n.key);
+  return path.reverse();
 }
 
 /** A lone high surrogate (no low one after it) or a lone low one (no high one before it). */
@@ -101,17 +123,7 @@ function stringProblem(text: string): string | undefined {
  * paths, so no nesting depth overflows the stack or costs more than linear time.
  */
 function findHostileString(value: unknown): { path: (string | number)[]; problem: string } | undefined {
-  interface Node {
-    value: unknown;
-    key?: string | number;
-    parent?: Node;
-  }
-  const pathOf = (node: Node) => {
-    const path: (string | number)[] = [];
-    for (let n: Node | undefined = node; n?.key !== undefined; n = n.parent) path.push(n.key);
-    return path.reverse();
-  };
-  const pending: Node[] = [{ value }];
+  const pending: WalkNode[] = [{ value }];
   for (let node = pending.pop(); node; node = pending.pop()) {
     const v = node.value;
     if (typeof v === 'string') {
@@ -131,24 +143,50 @@ function findHostileString(value: unknown): { path: (string | number)[]; problem
   return undefined;
 }
 
+/** What {@link prepareSagaRequest} and {@link prepareSaga} take besides the type and its data. */
+export interface PrepareOptions {
+  idempotencyKey?: string;
+  timings: SagaTimings;
+  types: SagaTypes;
+  intentSecret: Uint8Array;
+  owner?: string;
+  deadlineMs?: number | undefined;
+}
+
+/**
+ * A request as the gate takes it: the workflow input but for the request hash and the limit counters,
+ * which only an answer that starts a saga (or answers from one) needs, so that a DUPLICATE or a
+ * CONFLICT pays for neither (see sagaRequestHash, sagaLimitCounters), and the plan of its steps,
+ * which only the worker's plan holds.
+ */
+export type SagaRequest = Omit<SagaInput, 'requestHash' | 'limits' | 'steps' | 'compensation'>;
+
 /** Builds the workflow input of a request; throws SagaInputError before any side effect. */
-export function prepareSaga(
-  type: string,
-  data: unknown,
-  options: {
-    idempotencyKey?: string;
-    timings: SagaTimings;
-    types: SagaTypes;
-    intentSecret: Uint8Array;
-    owner?: string;
-    deadlineMs?: number | undefined;
-    /**
-     * `check`: check the scope values of the type's limits, but leave `limits` out (the gate derives
-     * them only for an answer that would start a saga: a DUPLICATE pays nothing for them). @default 'derive'
-     */
-    limits?: 'derive' | 'check';
-  },
-): SagaInput {
+export function prepareSaga(type: string, data: unknown, options: PrepareOptions): SagaInput {
+  const request = prepareSagaRequest(type, data, options);
+  const limits = sagaLimitCounters(request, options.types, options.intentSecret);
+  const def = sagaDefinition(type, options.types);
+  const { type: _type, idempotencyKey, intentKey: key, legacyIntentKey, payload, ...rest } = request;
+  // The fields in the order plans always had (a worker's plan is its planSaga activity's recorded result).
+  return {
+    type,
+    idempotencyKey,
+    requestHash: sagaRequestHash(request, options.intentSecret),
+    intentKey: key,
+    ...(legacyIntentKey === undefined ? {} : { legacyIntentKey }),
+    payload,
+    steps: def.steps.map((s) => ({ ...s })),
+    compensation: { ...def.compensation },
+    ...rest,
+    ...(limits === undefined ? {} : { limits }),
+  };
+}
+
+/**
+ * Validates a request and keys its intent (see {@link SagaRequest}); throws SagaInputError before any
+ * side effect, for everything {@link prepareSaga} would refuse (the scope values of limits included).
+ */
+export function prepareSagaRequest(type: string, data: unknown, options: PrepareOptions): SagaRequest {
   const def = sagaDefinition(type, options.types);
   const deadlineMs = deadlineOf(def, options.deadlineMs);
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
@@ -192,24 +230,24 @@ export function prepareSaga(
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
     throw err;
   }
-  // A start without an owner (a plain Temporal client's) passed no gate: it counts nowhere.
-  const scopeValues = scopeValuesOf(def, payload);
-  const limits = options.owner === undefined || options.limits === 'check' ? undefined : limitCountersOf(def, options.owner, scopeValues, deadlineMs, options.intentSecret);
+  // Checked here, counted only for a start (sagaLimitCounters).
+  scopeValuesOf(def, payload);
   return {
     type,
     idempotencyKey,
-    requestHash: keyedRequestHash({ type, payload }, options.intentSecret),
     intentKey: key,
     ...(legacyKey === undefined ? {} : { legacyIntentKey: legacyKey }),
     payload,
-    steps: def.steps.map((s) => ({ ...s })),
-    compensation: { ...def.compensation },
     timings: options.timings,
     ...(operation ? { operation } : {}),
     ...(options.owner === undefined ? {} : { owner: options.owner }),
     ...(deadlineMs === undefined ? {} : { deadlineMs }),
-    ...(limits === undefined ? {} : { limits }),
   };
+}
+
+/** The keyed hash of a request (SagaInput.requestHash): a retry with the same key must carry the same. */
+export function sagaRequestHash(request: Pick<SagaRequest, 'type' | 'payload'>, intentSecret: Uint8Array): string {
+  return keyedRequestHash({ type: request.type, payload: request.payload }, intentSecret);
 }
 
 /** How long a saga counts against its caller's limits past its deadline: time to compensate. */
@@ -247,11 +285,11 @@ function limitCountersOf(def: SagaType<unknown>, owner: string, scopeValues: (st
 }
 
 /**
- * The counters of its owner's limits `input` counts in, for an input prepared with `limits: 'check'`
- * (see prepareSaga): undefined when its type declares none, or it has no owner.
+ * The counters of its owner's limits `input` counts in: undefined when its type declares none, or it
+ * has no owner (a plain Temporal client's start passed no gate: it counts nowhere).
  */
-export function sagaLimitCounters(input: SagaInput, types: SagaTypes, intentSecret: Uint8Array): SagaLimitCounters | undefined {
-  if (input.limits !== undefined || input.owner === undefined) return input.limits;
+export function sagaLimitCounters(input: SagaRequest, types: SagaTypes, intentSecret: Uint8Array): SagaLimitCounters | undefined {
+  if (input.owner === undefined) return undefined;
   const def = sagaDefinition(input.type, types);
   return limitCountersOf(def, input.owner, scopeValuesOf(def, input.payload), input.deadlineMs, intentSecret);
 }
@@ -316,7 +354,7 @@ export function unkeyedRequestHash(input: Pick<SagaInput, 'type' | 'payload'>): 
  * (132 bits): two sagas of one intent never share a session by chance.
  */
 export function sagaSessionId(namespace: string, workflowId: string): string {
-  return createHash('sha256').update(`${namespace}\u0000${workflowId}`, 'utf8').digest('base64url').slice(0, 22);
+  return hash('sha256', `${namespace}\u0000${workflowId}`, 'base64url').slice(0, 22);
 }
 
 /** Bounds of the timings a saga may be started with. */

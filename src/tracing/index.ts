@@ -9,7 +9,7 @@
  * name. This module is light (the OpenTelemetry API only): the gate and the worker import it to ask
  * whether tracing is on ({@link activeTracing}) and to make the project's own spans.
  */
-import { SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
+import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { Resource } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
@@ -48,20 +48,34 @@ export function tracer(): Tracer {
   return trace.getTracer(TRACER_NAME);
 }
 
+/** `fn`'s result, the span ended when it settles (with the error it throws recorded). */
+async function endingWith<T>(span: Span, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    span.recordException(err as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).name });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/** Runs a function with a span active (see {@link inGateSpan}). */
+export type UnderSpan = <R>(fn: () => R) => R;
+
 /**
- * Runs `fn` in a new active span named `name`, ending it when `fn` settles (recording the error it
- * throws). Without tracing the span is a no-op.
+ * Runs `fn` under a new span named `name`, ended when `fn` settles (with the error it throws recorded);
+ * for the gate's answer, whose common case is a rejection that nobody samples. The span is made
+ * active only when it is recorded. An unsampled one is not: its Redis call and its
+ * PostgreSQL lookup then make no spans (the ioredis and pg instrumentations make none without a
+ * parent span), and no context is carried through their promises (on Node 20, AsyncLocalStorage
+ * pays for every promise once a context has been set). `fn` runs what must carry the decision on
+ * (the workflow start: a saga whose gate was not sampled is not sampled either) through `underSpan`,
+ * which makes the span active for it.
  */
-export async function inSpan<T>(name: string, attributes: Record<string, string>, fn: (span: Span) => Promise<T>): Promise<T> {
-  return tracer().startActiveSpan(name, { attributes }, async (span) => {
-    try {
-      return await fn(span);
-    } catch (err) {
-      span.recordException(err as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).name });
-      throw err;
-    } finally {
-      span.end();
-    }
-  });
+export async function inGateSpan<T>(name: string, attributes: Record<string, string>, fn: (span: Span, underSpan: UnderSpan) => Promise<T>): Promise<T> {
+  const span = tracer().startSpan(name, { attributes });
+  if (span.isRecording()) return context.with(trace.setSpan(context.active(), span), () => endingWith(span, () => fn(span, (run) => run())));
+  return fn(span, (run) => context.with(trace.setSpan(context.active(), span), run));
 }

@@ -33,9 +33,10 @@ export function registerInstrumentations(): void {
     instrumentations: [
       new HttpInstrumentation(),
       new UndiciInstrumentation(),
-      // The command's name only: its keys are intent keys, its arguments session tags and tokens.
-      new IORedisInstrumentation({ dbStatementSerializer: (command) => command }),
-      new PgInstrumentation(),
+      // The command's name only: its keys are intent keys, its arguments session tags and tokens. Like
+      // pg's below, a span only under a parent: an unsampled gate answer has none (inGateSpan).
+      new IORedisInstrumentation({ dbStatementSerializer: (command) => command, requireParentSpan: true }),
+      new PgInstrumentation({ requireParentSpan: true }),
     ],
   });
 }

@@ -442,6 +442,25 @@ describe('a retry with the same idempotency key', () => {
     expect(final.outcome).toBe('COMPLETED');
     await expect(h.client.start('order', otherIntent, { idempotencyKey: key })).rejects.toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
   });
+  it('answers concurrent requests of one key together: the same payload shares one answer, another is refused, and one saga runs', async () => {
+    const cart = order();
+    const other = order();
+    const key = `together-${randomUUID()}`;
+    const asked = [cart, cart, other, cart, cart];
+
+    // All sent before any is answered: the two payloads race for the key.
+    const settled = await Promise.allSettled(asked.map((data) => h.client.start('order', data, { idempotencyKey: key })));
+
+    const cartWon = settled[2]!.status === 'rejected';
+    const [winners, losers] = [settled.filter((_, i) => (asked[i] === cart) === cartWon), settled.filter((_, i) => (asked[i] === cart) !== cartWon)];
+    for (const lost of losers) expect(lost).toMatchObject({ status: 'rejected', reason: { name: 'SagaInputError', code: 'IDEMPOTENCY_KEY_REUSED' } });
+    const answers = winners.map((won) => (won.status === 'fulfilled' ? won.value : undefined));
+    expect(answers[0]).toMatchObject({ reservation: { status: 'SUCCESS' }, started: true });
+    // One answer for the requests of the winning payload, not a first one and replays.
+    for (const answer of answers) expect(answer).toEqual(answers[0]);
+    expect((await h.rms.inspect(intentOf(cartWon ? other : cart))).holder).toBeUndefined();
+    expect((await withWorker(() => h.client.result(answers[0]!.workflowId))).outcome).toBe('COMPLETED');
+  });
 });
 
 describe('a request that asks to wait for the saga (waitMs)', () => {

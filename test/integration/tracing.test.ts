@@ -8,10 +8,11 @@
  *   activity and their own Redis, PostgreSQL and HTTP calls; no span carries the saga's data.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { context, ROOT_CONTEXT, trace, TraceFlags } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +121,22 @@ describe('traces in one process (in-memory span exporter)', () => {
     expect(root?.attributes).toMatchObject({ 'saga.answer': 'DUPLICATE', 'saga.started': false });
     const inTrace = spans.filter((s) => s.spanContext().traceId === root!.spanContext().traceId);
     expect(inTrace.filter((s) => /Workflow|Activity/.test(s.name)).map((s) => s.name)).toEqual([]);
+  });
+
+  it('keeps a request whose trace is not sampled unsampled: no span for its answer, and none for the saga it starts', async () => {
+    // The caller's trace is not sampled (an HTTP request a sampler dropped): the default sampler follows it.
+    const unsampled = trace.setSpanContext(ROOT_CONTEXT, { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.NONE });
+    const cart = order();
+    exporter.reset();
+    const started = await context.with(unsampled, () => client.start('order', cart));
+    expect(started.reservation.status).toBe('SUCCESS');
+    expect((await client.result(started.workflowId)).outcome).toBe(SagaOutcome.COMPLETED);
+    const duplicate = await context.with(unsampled, () => client.start('order', cart));
+    expect(duplicate.reservation.status).toBe('DUPLICATE');
+    // The saga's start carried the decision on: its workflow and activities recorded nothing either.
+    const recorded = exporter.getFinishedSpans();
+    expect(recorded.filter((s) => s.name === 'saga.start').map((s) => s.attributes['saga.answer'])).toEqual([]);
+    expect(recorded.filter((s) => s.attributes.temporalWorkflowId === started.workflowId || s.attributes.workflowId === started.workflowId).map((s) => s.name)).toEqual([]);
   });
 
   it('traces a saga whose starter carries no trace from its workflow on, every activity in that trace', async () => {
