@@ -19,6 +19,7 @@ import { Rms, createRedis } from '../src/rms';
 import { SagaOutcome } from '../src/shared';
 import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
 import { closedLoop } from './lib/load';
+import { profileAnswers, profileText, type AnswerProfile } from './lib/profile';
 import { submitPgOnly } from './lib/pg-only';
 import { cpuNote, figureOf, formatNumber, formatRatio, ratioOf, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
 import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
@@ -83,6 +84,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
   const { rms, pool } = deps;
   const rows: Row[] = [];
   const holder = { intent: '', sessionId: randomUUID(), fencingToken: '' };
+  const profiles: CaseProfiles[] = [];
   let visibility: { before: number; after: number; rejected: number; started: number };
 
   try {
@@ -103,8 +105,16 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
     await untilVisible(client, first.workflowId);
     const workflowsBefore = await countOnTaskQueue(client, taskQueue);
     const gateBefore = sagas.gateCounts;
-    for (const concurrency of concurrencies) rows.push(...(await rejectedCase(deps, 'DUPLICATE', concurrency, duplicateCart, first.intentKey)));
-    for (const concurrency of concurrencies) rows.push(...(await rejectedCase(deps, 'CONFLICT', concurrency, conflictCart, holder.intent)));
+    for (const [answer, cart, intent] of [
+      ['DUPLICATE', duplicateCart, first.intentKey],
+      ['CONFLICT', conflictCart, holder.intent],
+    ] as const) {
+      for (const concurrency of concurrencies) {
+        const measured = await rejectedCase(deps, answer, concurrency, cart, intent, concurrency === maxInFlight);
+        rows.push(...measured.rows);
+        if (measured.profiles) profiles.push({ case: caseOf(answer, concurrency), ...measured.profiles });
+      }
+    }
 
     // The rejected requests' workflows: a saga started after the last of them is waited for until
     // visibility lists it, then the task queue is counted again; the difference less that saga.
@@ -169,9 +179,14 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
         `${visibility.started} workflows (${formatNumber(rejectedPer, 3)} per request): Temporal visibility counted ${visibility.before} workflows on ${taskQueue} before them and ` +
         `${visibility.after} after, read once a saga started after them was listed (that saga is the one more).`,
       ...REJECTIONS.map((answer) => cpuNote(withRatio, caseOf(answer, maxInFlight), 'µs', 'request')),
+      ...profiles.map(
+        (p) =>
+          `Where the client's CPU goes at ${p.case}, one extra ${rejectedRoundMs} ms pass of each under V8's sampling profiler (bench/lib/profile.ts; the profiler slows both): ` +
+          `${profileText(CONTENDERS.rms, p.rms)}; ${profileText(CONTENDERS.saga, p.saga)}.`,
+      ),
       successNote(withRatio, concurrencies),
     ],
-    details: { holdMs: HOLD_MS, leaseMs: deps.leaseMs, taskQueue, visibility },
+    details: { holdMs: HOLD_MS, leaseMs: deps.leaseMs, taskQueue, visibility, profiles },
   };
 }
 
@@ -186,13 +201,21 @@ async function completed(sagas: SagaClient, workflowId: string): Promise<void> {
  * through SagaClient.start, against Rms.reserve on the intent and the PostgreSQL-only write. Every
  * answer is checked: anything but `answer` (or a started workflow) ends the run.
  */
-async function rejectedCase(deps: Deps, answer: Rejection, concurrency: number, cart: OrderInput, intent: string): Promise<Row[]> {
+async function rejectedCase(
+  deps: Deps,
+  answer: Rejection,
+  concurrency: number,
+  cart: OrderInput,
+  intent: string,
+  profile: boolean,
+): Promise<{ rows: Row[]; profiles?: { rms: AnswerProfile; saga: AnswerProfile } }> {
   const { ctx, sagas, rms, pool, meter, sessions, leaseMs } = deps;
   const { rejectedRoundMs, rejectedWarmupMs } = ctx.sizes.earlyAnswer;
   const wrong = (who: string, got: string) => new Error(`early-answer: ${who} answered ${got} where ${answer} was due`);
   /** A contender: `ask(lane)` sends one request and returns its latency (ms). */
-  const contender = (name: string, ask: (lane: number) => Promise<number>): Contender => ({
+  const contender = (name: string, ask: (lane: number) => Promise<number>): Contender & { ask: (lane: number) => Promise<number> } => ({
     name,
+    ask,
     run: async ({ warmup }) => {
       const durationMs = warmup ? rejectedWarmupMs : rejectedRoundMs;
       const stop = await meter.start();
@@ -225,7 +248,18 @@ async function rejectedCase(deps: Deps, answer: Rejection, concurrency: number, 
     return ms;
   });
   const caseName = caseOf(answer, concurrency);
-  return rowsOf(caseName, CONTENDERS.rms, await runRounds([rmsAlone, saga, pgOnly], ctx.sizes.rounds, ctx.progress, `early-answer ${caseName}`));
+  const rows = rowsOf(caseName, CONTENDERS.rms, await runRounds([rmsAlone, saga, pgOnly], ctx.sizes.rounds, ctx.progress, `early-answer ${caseName}`));
+  if (!profile) return { rows };
+  ctx.progress.update(`early-answer ${caseName}: profiling the client's CPU per answer`);
+  const profiled = (c: typeof saga) => profileAnswers(async () => (await closedLoop({ concurrency, durationMs: rejectedRoundMs, maxOps: rejectedRoundMs * 200, op: c.ask })).ops);
+  return { rows, profiles: { rms: await profiled(rmsAlone), saga: await profiled(saga) } };
+}
+
+/** The profiles of one case: Rms.reserve alone and SagaClient.start (see bench/lib/profile.ts). */
+interface CaseProfiles {
+  case: string;
+  rms: AnswerProfile;
+  saga: AnswerProfile;
 }
 
 /**
@@ -315,6 +349,8 @@ function targetsOf(rows: Row[], concurrencies: number[]): TargetCheck[] {
         measured: formatRatio(speedup),
         met: speedup >= 20,
       });
+      const share = figureOf(rows, caseOf(answer, 64), CONTENDERS.saga, 'throughput').ratio ?? Number.NaN;
+      targets.push({ case: caseOf(answer, 64), contender: CONTENDERS.saga, requirement: 'answers/s ≥ 0.6× Rms.reserve alone', measured: formatRatio(share), met: share >= 0.6 });
     }
   }
   for (const c of [1, 32].filter((n) => concurrencies.includes(n))) {

@@ -34,6 +34,12 @@ const CONTENDERS = {
 const SAMPLE_RATIO = 0.1;
 /** The target of the issue: at most 5% fewer answers or sagas per second with everything on. */
 const MAX_OVERHEAD = 0.05;
+/**
+ * The target of the issue for traces on with none sampled, on the DUPLICATE answer: at most 10% fewer
+ * answers per second. Looser than the others': the context manager and the unsampled spans cost the
+ * answer itself (docs/performance.md, sections 10 and 11).
+ */
+const MAX_UNSAMPLED_DUPLICATE_OVERHEAD = 0.1;
 
 /** A collector that takes OTLP/HTTP exports and drops them, counting what it got. */
 async function startSink(): Promise<{ url: string; requests: () => number; bytes: () => number; close: () => Promise<void> }> {
@@ -191,12 +197,14 @@ export async function observabilityOverhead({ config, sizes, progress, onCleanup
 
   const withRatio = withRatios(rows);
   const cases = [...new Set(withRatio.map((r) => r.case))];
-  const targets: TargetCheck[] = cases.flatMap((caseName) =>
-    [CONTENDERS.metrics, CONTENDERS.sampled, CONTENDERS.traces].map((contender) => {
-      const ratio = figureOf(withRatio, caseName, contender, 'throughput').ratio ?? Number.NaN;
-      return { case: caseName, contender, requirement: `≥ ${1 - MAX_OVERHEAD}× off (overhead ≤ ${MAX_OVERHEAD * 100}%)`, measured: formatRatio(ratio), met: ratio >= 1 - MAX_OVERHEAD };
-    }),
-  );
+  const target = (caseName: string, contender: string, maxOverhead: number): TargetCheck => {
+    const ratio = figureOf(withRatio, caseName, contender, 'throughput').ratio ?? Number.NaN;
+    return { case: caseName, contender, requirement: `≥ ${1 - maxOverhead}× off (overhead ≤ ${maxOverhead * 100}%)`, measured: formatRatio(ratio), met: ratio >= 1 - maxOverhead };
+  };
+  const targets: TargetCheck[] = cases.flatMap((caseName) => [
+    ...[CONTENDERS.metrics, CONTENDERS.sampled, CONTENDERS.traces].map((contender) => target(caseName, contender, MAX_OVERHEAD)),
+    ...(caseName.startsWith('DUPLICATE') ? [target(caseName, CONTENDERS.unsampled, MAX_UNSAMPLED_DUPLICATE_OVERHEAD)] : []),
+  ]);
   return {
     name: 'observability-overhead',
     title: '10. Observability overhead: metrics and traces on, against off',

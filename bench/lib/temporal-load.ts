@@ -36,12 +36,14 @@ export function freshOrder(): OrderInput {
 
 /**
  * Starts one order saga of `cart` (a new one by default) through the gate (`SagaClient.start`) and
- * waits for it to end COMPLETED; anything else throws, naming `label`.
+ * waits for it to end COMPLETED; anything else throws, naming `label`. Returns its workflow id (to
+ * read its history afterwards).
  */
-export async function completeOrderSaga(sagas: SagaClient, label: string, cart: unknown = freshOrder()): Promise<void> {
+export async function completeOrderSaga(sagas: SagaClient, label: string, cart: unknown = freshOrder()): Promise<string> {
   const started = await sagas.start('order', cart, { idempotencyKey: randomUUID() });
   const state = await sagas.result(started.workflowId);
   if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
+  return started.workflowId;
 }
 
 /** The load of a closed loop of workflows: how many in flight, how many per round, how long a round may last. */
@@ -58,7 +60,7 @@ export interface WorkflowLoad {
  * by component of `meter`, and, when the meter reads the machine's CPU, `busy`: the machine's CPU
  * time over the round's wall time on all cores, in per cent.
  */
-export function closedLoopContender(name: string, meter: CpuMeter, load: WorkflowLoad, complete: () => Promise<void>): Contender {
+export function closedLoopContender(name: string, meter: CpuMeter, load: WorkflowLoad, complete: () => Promise<unknown>): Contender {
   return {
     name,
     run: async ({ warmup }) => {

@@ -1,0 +1,105 @@
+/**
+ * Where one answer's CPU goes in this process: a load run under V8's sampling profiler (node:inspector),
+ * each sample's time given to the part of the answer it was spent for, and those shares turned into µs
+ * per answer with the process's CPU time over the same run. A sample belongs to the nearest frame,
+ * from the leaf up, that names a part: the HMAC's native code to the intent key that asked for it, a
+ * socket write to ioredis. The profiler costs the run some speed; the shares are what it is for.
+ */
+import { Session } from 'node:inspector/promises';
+import type { Profiler } from 'node:inspector';
+import { formatNumber } from './report';
+
+/** The parts of an answer, in print order, and which frames are theirs. */
+const PARTS: { name: string; owns: (fn: string, url: string) => boolean }[] = [
+  { name: 'inspector', owns: (fn, url) => url === 'node:inspector' },
+  { name: 'intent key (canonical JSON, HMAC-SHA-256)', owns: (fn, url) => url.endsWith('/rms/intent-key.ts') || url.endsWith('/rms/intent-key.js') },
+  { name: 'session id and key tag (SHA-256)', owns: (fn) => fn === 'sagaSessionId' || fn === 'intentTag' },
+  { name: 'validating the input (schema, checks)', owns: (fn, url) => /\/(zod|sagas)\//.test(url) },
+  { name: 'ioredis and the socket', owns: (fn, url) => /\/(ioredis|redis-parser|standard-as-callback)\//.test(url) },
+  { name: 'Rms and the gate (arguments, reply)', owns: (fn, url) => /\/src\/(rms\/|gate\.)/.test(url) },
+  { name: 'SagaClient.start (answer, in-flight map)', owns: (fn, url) => /\/src\/client\./.test(url) },
+  { name: 'tracing API', owns: (fn, url) => url.includes('/@opentelemetry/') || /\/src\/tracing\//.test(url) },
+  { name: 'garbage collection', owns: (fn) => fn === '(garbage collector)' },
+];
+const OTHER = 'the rest (promises, timers, the bench loop)';
+/** The profiler's own work: not the answer's. */
+const INSPECTOR = 'inspector';
+
+/** µs of CPU per answer in each part, and the run it was read from. */
+export interface AnswerProfile {
+  answers: number;
+  cpuUsPerAnswer: number;
+  /** Part name → µs per answer, OTHER last. */
+  parts: Record<string, number>;
+  /** Samples the profiler took (idle ones left out). */
+  samples: number;
+}
+
+/** Runs `load` (it returns how many answers it gave) under the profiler, and splits its CPU by part. */
+export async function profileAnswers(load: () => Promise<number>, samplingIntervalUs = 200): Promise<AnswerProfile> {
+  const session = new Session();
+  session.connect();
+  try {
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: samplingIntervalUs });
+    await session.post('Profiler.start');
+    const cpu0 = process.cpuUsage();
+    let answers = 0;
+    let cpu: NodeJS.CpuUsage;
+    let profile: Profiler.Profile;
+    try {
+      answers = await load();
+    } finally {
+      // Read before stopping: making the profile costs CPU, and its samples are left out below.
+      cpu = process.cpuUsage(cpu0);
+      ({ profile } = await session.post('Profiler.stop'));
+    }
+    const cpuUsPerAnswer = (cpu.user + cpu.system) / Math.max(answers, 1);
+    const { shares, samples } = sharesOf(profile);
+    const parts = Object.fromEntries([...PARTS.map((p) => p.name).filter((name) => name !== INSPECTOR), OTHER].map((name) => [name, (shares.get(name) ?? 0) * cpuUsPerAnswer]));
+    return { answers, cpuUsPerAnswer, parts, samples };
+  } finally {
+    session.disconnect();
+  }
+}
+
+/** Each part's share of the profile's busy time (idle samples left out). */
+function sharesOf(profile: Profiler.Profile): { shares: Map<string, number>; samples: number } {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  /** The part of a node: its own frame's, or its nearest ancestor's (memoized: one walk per node). */
+  const partOf = new Map<number, string>();
+  const part = (id: number): string => {
+    const known = partOf.get(id);
+    if (known !== undefined) return known;
+    const { functionName, url } = nodes.get(id)!.callFrame;
+    const owner = PARTS.find((p) => p.owns(functionName, url))?.name;
+    const up = parent.get(id);
+    const found = owner ?? (up === undefined ? OTHER : part(up));
+    partOf.set(id, found);
+    return found;
+  };
+  const time = new Map<string, number>();
+  let busy = 0;
+  let samples = 0;
+  const deltas = profile.timeDeltas ?? [];
+  (profile.samples ?? []).forEach((id, i) => {
+    // Waiting, or the profiler making the profile (the inspector's dispatch of Profiler.stop).
+    if (part(id) === INSPECTOR || nodes.get(id)!.callFrame.functionName === '(idle)') return;
+    const dt = deltas[i] ?? 0;
+    const name = part(id);
+    time.set(name, (time.get(name) ?? 0) + dt);
+    busy += dt;
+    samples++;
+  });
+  return { shares: new Map([...time].map(([name, t]) => [name, busy > 0 ? t / busy : 0])), samples };
+}
+
+/** `profile` as one line: CPU µs per answer, then each part's. */
+export function profileText(who: string, profile: AnswerProfile): string {
+  const parts = Object.entries(profile.parts)
+    .filter(([, us]) => us > 0)
+    .map(([name, us]) => `${name} ${formatNumber(us, 1)}`);
+  return `${who}: ${formatNumber(profile.cpuUsPerAnswer, 1)} µs of CPU per answer (${profile.answers.toLocaleString('en-US')} answers, ${profile.samples.toLocaleString('en-US')} samples): ${parts.join(', ')}`;
+}
