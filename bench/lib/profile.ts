@@ -9,9 +9,13 @@ import { Session } from 'node:inspector/promises';
 import type { Profiler } from 'node:inspector';
 import { formatNumber } from './report';
 
+const OTHER = 'the rest (promises, timers, the bench loop)';
+/** The profiler's own work: not the answer's. */
+const INSPECTOR = 'inspector';
+
 /** The parts of an answer, in print order, and which frames are theirs. */
 const PARTS: { name: string; owns: (fn: string, url: string) => boolean }[] = [
-  { name: 'inspector', owns: (fn, url) => url === 'node:inspector' },
+  { name: INSPECTOR, owns: (fn, url) => url === 'node:inspector' },
   { name: 'intent key (canonical JSON, HMAC-SHA-256)', owns: (fn, url) => url.endsWith('/rms/intent-key.ts') || url.endsWith('/rms/intent-key.js') },
   { name: 'session id and key tag (SHA-256)', owns: (fn) => fn === 'sagaSessionId' || fn === 'intentTag' },
   { name: 'validating the input (schema, checks)', owns: (fn, url) => /\/(zod|sagas)\//.test(url) },
@@ -21,9 +25,6 @@ const PARTS: { name: string; owns: (fn: string, url: string) => boolean }[] = [
   { name: 'tracing API', owns: (fn, url) => url.includes('/@opentelemetry/') || /\/src\/tracing\//.test(url) },
   { name: 'garbage collection', owns: (fn) => fn === '(garbage collector)' },
 ];
-const OTHER = 'the rest (promises, timers, the bench loop)';
-/** The profiler's own work: not the answer's. */
-const INSPECTOR = 'inspector';
 
 /** µs of CPU per answer in each part, and the run it was read from. */
 export interface AnswerProfile {

@@ -147,8 +147,7 @@ class CanonicalWriter {
   }
 
   private emit(text: string): void {
-    // A one-character token is punctuation or a digit: one byte.
-    this.bytes += text.length === 1 ? 1 : Buffer.byteLength(text, 'utf8');
+    this.bytes += Buffer.byteLength(text, 'utf8');
     if (this.bytes > MAX_CANONICAL_JSON_BYTES) this.tooLarge();
     this.parts.push(text);
   }
