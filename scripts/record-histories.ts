@@ -2,9 +2,10 @@
  * Records the histories that test/workflows/replay.test.ts replays: one per saga shape, run for real
  * against the dev stack (`make dev`). Run it when the workflow changes on purpose (with a versioning
  * plan for running sagas), and commit the files. The `legacy-*` files were recorded before the gate
- * (the workflow reserved by itself, with its run id as the session) and the `pre-heartbeat-*` files
- * before steps heartbeated (patch `steps-heartbeat`); both are kept, never re-recorded: they prove
- * that sagas started then still replay.
+ * (the workflow reserved by itself, with its run id as the session), the `pre-heartbeat-*` files
+ * before steps heartbeated (patch `steps-heartbeat`) and the `pre-folded-*` files before the patches
+ * were folded into one (patch `folded-patches`); all are kept, never re-recorded: they prove that
+ * sagas started then still replay.
  *
  *   npx tsx scripts/record-histories.ts             every shape
  *   npx tsx scripts/record-histories.ts NAME ...    only these (the others' files stay as they are)
@@ -142,8 +143,10 @@ async function main(): Promise<void> {
     shapes['gate-rejected'] = (await shortClient.start('order', contested)).workflowId;
     await new Promise((resolve) => setTimeout(resolve, 2 * shortLease.saga.leaseMs));
     const taker = await client.start('order', contested);
-    // Past its deadline: during its first step (it compensates, EXPIRED), and before any worker ran it (it writes nothing).
-    shapes['gate-expired'] = (await client.start('order', slowSteps(), { deadlineMs: 2000 })).workflowId;
+    // Past its deadline: during its steps (it compensates, EXPIRED), and before any worker ran it (it
+    // writes nothing). The deadline counts from the start, before the worker below starts (it took
+    // up to 9 s): 16 s leave it time to write, not to finish both of its 5 s steps.
+    shapes['gate-expired'] = (await client.start('order', slowSteps(), { deadlineMs: 16_000 })).workflowId;
     shapes['gate-expired-unwritten'] = (await client.start('order', cart('4242424242424242'), { deadlineMs: 1 })).workflowId;
     // Started by a plain Temporal client: a saga that reserves by itself, one rejected, one malformed.
     const held = cart('4242424242424242');

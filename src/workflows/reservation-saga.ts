@@ -99,6 +99,47 @@ export const MEMO_STEPS_PATCH = 'memo-plan-steps';
  */
 export const NEEDS_ATTENTION_PATCH = 'needs-attention';
 
+/**
+ * A saga of a type with limits counts itself out of its caller's counters when it ends, however it
+ * ends: completed, compensated, expired, rejected, cancelled, failed. Only plans that carry limits
+ * take it (none of earlier versions do), so recorded histories replay unchanged.
+ */
+export const LIMITS_PATCH = 'gate-limits';
+
+/**
+ * Every patch above, taken at once: a saga started after it records this one marker (and one
+ * TemporalChangeVersion upsert) where it recorded one of each per patch, five in an order saga, ten
+ * history events and five visibility updates of the server's. Sagas started before it replay each
+ * patch as they recorded it. A patch added later is asked on its own, as before.
+ */
+export const FOLDED_PATCHES_PATCH = 'folded-patches';
+
+/** The patches {@link FOLDED_PATCHES_PATCH} takes at once. */
+const FOLDED = new Set([
+  GATE_PATCH,
+  FORWARD_PATCH,
+  KEEP_ENTITY_PATCH,
+  STEP_HEARTBEAT_PATCH,
+  PLAN_BEFORE_CANCEL_PATCH,
+  REJECTED_FAILS_PATCH,
+  MEMO_OWNER_PATCH,
+  MEMO_STEPS_PATCH,
+  NEEDS_ATTENTION_PATCH,
+  LIMITS_PATCH,
+]);
+
+/** Whether the saga runs the code of a patch: `patched`, or true for a folded one in a saga that took them all. */
+type Patched = (patchId: string) => boolean;
+
+/**
+ * The saga's {@link Patched}, decided once at its start: a saga that starts now takes
+ * {@link FOLDED_PATCHES_PATCH}; one that started before replays without its marker and asks each
+ * patch on its own.
+ */
+function patchesOf(): Patched {
+  return patched(FOLDED_PATCHES_PATCH) ? (id) => FOLDED.has(id) || patched(id) : patched;
+}
+
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
@@ -201,7 +242,8 @@ function hashOf(request: unknown): unknown {
 }
 
 /** Setting the phase and the search attributes together, and ending the saga with its outcome. */
-function lifecycle(state: SagaState) {
+function lifecycle(state: SagaState, has: Patched = patched) {
+  // `has` is asked by `reject` only: the legacy saga and the wait for a redrive never reject.
   const finish = (outcome: SagaOutcome, reason?: string): SagaState => {
     state.outcome = outcome;
     if (reason !== undefined) state.reason = reason;
@@ -221,7 +263,7 @@ function lifecycle(state: SagaState) {
     /** Ends the saga REJECTED: a failed workflow carrying its state ({@link REJECTED_FAILS_PATCH}), or a completed one before it. */
     reject: (reason: string): SagaState => {
       finish(SagaOutcome.REJECTED, reason);
-      if (!patched(REJECTED_FAILS_PATCH)) return state;
+      if (!has(REJECTED_FAILS_PATCH)) return state;
       throw ApplicationFailure.create({ message: `saga rejected: ${reason}`, type: ErrorType.SAGA_REJECTED, nonRetryable: true, details: [state] });
     },
   };
@@ -234,26 +276,20 @@ function lifecycle(state: SagaState) {
  * registered saga type, and a malformed or inconsistent input fails the workflow at once.
  */
 export async function reservationSaga(start: SagaStart | SagaInput): Promise<SagaState> {
-  if (!patched(GATE_PATCH)) return legacySaga(start as SagaInput);
+  const has = patchesOf();
+  if (!has(GATE_PATCH)) return legacySaga(start as SagaInput);
   // Set once the worker has derived the plan; the update handlers wait for it.
   const known: { plan?: SagaPlan } = {};
   try {
-    return await gatedSaga(start, known);
+    return await gatedSaga(start, known, has);
   } finally {
-    await countOut(known.plan);
+    await countOut(known.plan, has);
   }
 }
 
-/**
- * A saga of a type with limits counts itself out of its caller's counters when it ends, however it
- * ends: completed, compensated, expired, rejected, cancelled, failed. Only plans that carry limits
- * take it (none of earlier versions do), so recorded histories replay unchanged.
- */
-export const LIMITS_PATCH = 'gate-limits';
-
 /** Counts the saga out of its caller's limits of sagas in flight ({@link LIMITS_PATCH}); nothing for a plan without limits. */
-async function countOut(plan: SagaPlan | undefined): Promise<void> {
-  if (plan?.limits === undefined || !patched(LIMITS_PATCH)) return;
+async function countOut(plan: SagaPlan | undefined, has: Patched): Promise<void> {
+  if (plan?.limits === undefined || !has(LIMITS_PATCH)) return;
   const { limits, sessionId } = plan;
   const act = proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "count the saga out of its caller's limits" });
   try {
@@ -264,7 +300,7 @@ async function countOut(plan: SagaPlan | undefined): Promise<void> {
 }
 
 /** The saga after the gate patch; `known` gets its plan once the worker has derived it. */
-async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan }): Promise<SagaState> {
+async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan }, has: Patched): Promise<SagaState> {
   const { workflowId, namespace } = workflowInfo();
   const given: Record<string, unknown> = isRecord(start) ? start : {};
   const state: SagaState = {
@@ -278,7 +314,7 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
     errors: [],
   };
   let reservationFailed: string | undefined;
-  const { reject } = lifecycle(state);
+  const { reject } = lifecycle(state, has);
   const redrives: Redrives = { asked: 0, answered: 0 };
 
   setHandler(stateQuery, () => state);
@@ -322,7 +358,7 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
 
   // 0. The plan, derived by the worker from the saga type: nothing the caller computed is trusted.
   const local = proxyLocalActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: { ...RETRY_INFRA, maximumAttempts: 4 } });
-  const shielded = patched(PLAN_BEFORE_CANCEL_PATCH);
+  const shielded = has(PLAN_BEFORE_CANCEL_PATCH);
   const uncancelled = <T>(fn: () => Promise<T>): Promise<T> => (shielded ? CancellationScope.nonCancellable(fn) : fn());
   let planned: SagaPlan;
   try {
@@ -378,16 +414,16 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
   state.reservation = answer;
   // A retry with the same key is answered from the memo by one describe call, without a worker.
   const memo: SagaMemo = workflowInfo().memo ?? {};
-  const owned = planned.owner !== undefined && memo.owner !== planned.owner && patched(MEMO_OWNER_PATCH);
+  const owned = planned.owner !== undefined && memo.owner !== planned.owner && has(MEMO_OWNER_PATCH);
   // The handlers this saga will need, where a worker about to start can read them (see checkRunningSagas).
-  const steps = patched(MEMO_STEPS_PATCH) ? stepNamesOf(planned) : undefined;
+  const steps = has(MEMO_STEPS_PATCH) ? stepNamesOf(planned) : undefined;
   if (memo.requestHash !== planned.requestHash || !sameAnswer(memo.reservation, answer) || owned || steps !== undefined) {
     upsertMemo({ requestHash: planned.requestHash, reservation: answer, ...(owned ? { owner: planned.owner } : {}), ...(steps ? { steps } : {}) } satisfies SagaMemo);
   }
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
-  if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state, redrives);
-  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives });
+  if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state, redrives, has);
+  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives, has });
 }
 
 /** The activities of an entity operation. */
@@ -426,7 +462,7 @@ function operationActivities(input: SagaPlan) {
  * it runs to its end even when the saga is cancelled meanwhile, and is retried until it succeeds or
  * is refused.
  */
-async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState, redrives?: Redrives): Promise<SagaState> {
+async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState, redrives: Redrives, has: Patched): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = operationActivities(input);
   const { enter, finish } = lifecycle(state);
@@ -463,7 +499,7 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);
     let left = await CancellationScope.nonCancellable(() => compensate(compensations.reverse(), input.compensation, state));
-    if (waitsForRedrive(left, input, redrives)) {
+    if (waitsForRedrive(left, input, redrives, has)) {
       // The entity stays locked while its operation is half undone: no other operation may run on it.
       left = await CancellationScope.nonCancellable(() =>
         holdingLock(act.hold, { ...owner, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs }, state, () =>
@@ -567,7 +603,7 @@ async function legacySaga(input: SagaInput): Promise<SagaState> {
     return finish(SagaOutcome.REJECTED, 'RESERVATION_FAILED');
   }
   if (state.reservation.status !== 'SUCCESS') return finish(SagaOutcome.REJECTED, state.reservation.status);
-  return runReserved(input, sessionId, state.reservation.fencingToken, state, { searchableRegistered: true });
+  return runReserved(input, sessionId, state.reservation.fencingToken, state, { searchableRegistered: true, has: patched });
 }
 
 /**
@@ -580,11 +616,12 @@ async function runReserved(
   sessionId: string,
   fencingToken: string,
   state: SagaState,
-  options: { searchableRegistered: boolean; redrives?: Redrives },
+  options: { searchableRegistered: boolean; redrives?: Redrives; has: Patched },
 ): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = activities(input);
-  const { enter, finish, reject } = lifecycle(state);
+  const { has } = options;
+  const { enter, finish, reject } = lifecycle(state, has);
   state.fencingToken = fencingToken;
 
   const owner = { type: input.type, intentKey: input.intentKey, sessionId, fencingToken };
@@ -628,7 +665,7 @@ async function runReserved(
 
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
-    const heartbeating = input.steps.length > 0 && patched(STEP_HEARTBEAT_PATCH);
+    const heartbeating = input.steps.length > 0 && has(STEP_HEARTBEAT_PATCH);
     for (const batch of stepBatches(input.steps)) {
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${batch.map((s) => s.step).join(', ')}`);
       // Every step of a type that creates an entity has a compensation (see SagaDefinition); a
@@ -644,7 +681,7 @@ async function runReserved(
         }),
       );
     }
-    if (!patched(FORWARD_PATCH)) {
+    if (!has(FORWARD_PATCH)) {
       await act.complete.completeEntity(owner);
       return finish(SagaOutcome.COMPLETED);
     }
@@ -654,10 +691,10 @@ async function runReserved(
     enter(SagaPhase.COMPENSATING);
     const reversed = compensations.reverse();
     let left = await CancellationScope.nonCancellable(() =>
-      patched(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
+      has(KEEP_ENTITY_PATCH) ? compensateKeepingEntity(reversed, input.compensation, state) : compensate(reversed, input.compensation, state),
     );
     const { redrives } = options;
-    if (waitsForRedrive(left, input, redrives)) {
+    if (waitsForRedrive(left, input, redrives, has)) {
       left = await CancellationScope.nonCancellable(() => untilRedriven(left, input, state, redrives, (l) => compensateKeepingEntity(l, input.compensation, state)));
     }
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
@@ -714,8 +751,8 @@ interface Redrives {
  * redrive: its plan gives it time to ({@link NEEDS_ATTENTION_PATCH}; plans of earlier versions
  * have no `attentionMs`), and it runs the code that answers redrives (not the legacy saga).
  */
-function waitsForRedrive(left: Compensation[], input: SagaInput, redrives: Redrives | undefined): redrives is Redrives {
-  return left.length > 0 && (input.compensation.attentionMs ?? 0) > 0 && redrives !== undefined && patched(NEEDS_ATTENTION_PATCH);
+function waitsForRedrive(left: Compensation[], input: SagaInput, redrives: Redrives | undefined, has: Patched): redrives is Redrives {
+  return left.length > 0 && (input.compensation.attentionMs ?? 0) > 0 && redrives !== undefined && has(NEEDS_ATTENTION_PATCH);
 }
 
 /**

@@ -11,11 +11,41 @@ import { createDataConverter, parseCodecKeys } from '../../src/codec';
 import { FAILURE_CONVERTER_PATH } from '../../src/codec';
 import { TRACING_WORKFLOW_INTERCEPTOR_MODULES, WORKFLOW_INTERCEPTOR_MODULES } from '../../src/worker';
 import { TEST_CODEC_KEYS } from '../helpers/secrets';
+import { FOLDED_PATCHES_PATCH, FORWARD_PATCH, GATE_PATCH, MEMO_STEPS_PATCH, PLAN_BEFORE_CANCEL_PATCH, STEP_HEARTBEAT_PATCH } from '../../src/workflows/reservation-saga';
 
 // Histories recorded from real sagas (scripts/record-histories.ts). A change to workflow code that
 // would break sagas already running makes these replays fail with a determinism error.
 const dir = path.join(__dirname, 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+
+/** The shapes of reservationSaga recorded since the gate: each also as `pre-folded-<shape>`, recorded before folded-patches. */
+const FOLDED_SHAPES = [
+  'gate-compensated',
+  'gate-completed',
+  'gate-lease-expired',
+  'gate-compensation-failed',
+  'gate-cancelled',
+  'gate-cancelled-after-steps',
+  'gate-cancelled-before-worker',
+  'gate-rejected',
+  'gate-expired',
+  'gate-expired-unwritten',
+  'gate-grouped-steps',
+  'gate-steps-recorded',
+  'gate-redriven',
+  'gate-attention-ended',
+  'gate-limited-completed',
+  'gate-limited-compensated',
+  'operation-amend-cancelled',
+  'operation-amend-completed',
+  'operation-amend-declined',
+  'operation-cancel-completed',
+  'operation-redriven',
+  'by-type-completed',
+  'by-type-owned',
+  'by-type-conflict',
+  'by-type-invalid',
+];
 
 describe('recorded saga histories', () => {
   it('include every saga shape: before the gate, before steps heartbeated, started through the gate, and started by type', () => {
@@ -69,8 +99,22 @@ describe('recorded saga histories', () => {
         'by-type-invalid',
         // The hourly purge of the step idempotency store (its schedule's workflow).
         'purge-completed',
+        // Every shape above since the gate, as recorded before its patches were folded into one
+        // (folded-patches): sagas started then replay each patch on its own.
+        ...FOLDED_SHAPES.map((shape) => `pre-folded-${shape}`),
       ]),
     );
+  });
+
+  it('record one patch marker per saga started now, where sagas started before the fold recorded one per patch', () => {
+    const patchesOf = (file: string): string[] =>
+      (JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as { events: { markerRecordedEventAttributes?: { markerName: string; details: Record<string, { payloads: { data: string }[] }> } }[] }).events.flatMap(
+        ({ markerRecordedEventAttributes: marker }) =>
+          marker?.markerName === 'core_patch' ? [(JSON.parse(Buffer.from(marker.details['patch-data']!.payloads[0]!.data, 'base64').toString()) as { id: string }).id] : [],
+      );
+    for (const shape of FOLDED_SHAPES) expect(patchesOf(`${shape}.json`), shape).toEqual([FOLDED_PATCHES_PATCH]);
+    // The last order saga recorded before the fold: five markers (and five TemporalChangeVersion upserts) where one now does.
+    expect(patchesOf('pre-folded-gate-steps-recorded.json')).toEqual([GATE_PATCH, PLAN_BEFORE_CANCEL_PATCH, MEMO_STEPS_PATCH, STEP_HEARTBEAT_PATCH, FORWARD_PATCH]);
   });
 
   it('hold the current shapes as Temporal stores them: every payload with data encrypted, but search attributes and SDK markers', () => {
