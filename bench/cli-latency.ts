@@ -13,12 +13,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { PROJECT_ROOT } from '../src/paths';
-import { SagaOutcome } from '../src/shared';
 import { workerEnv } from './lib/processes';
 import { figureOf, formatNumber, formatRatio, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { caseRows, type BenchContext, type Contender } from './lib/rounds';
 import { spread } from './lib/stats';
-import { connectClients, freshOrder } from './lib/temporal-load';
+import { completeOrderSaga, connectClients, freshOrder } from './lib/temporal-load';
 
 const CONTENDERS = {
   node: "node -e ''",
@@ -82,9 +81,7 @@ export async function cliLatency(ctx: BenchContext): Promise<BenchResult> {
   try {
     progress.update('cli-latency: running the saga whose cart the DUPLICATE calls repeat');
     const cart = freshOrder();
-    const first = await sagas.start('order', cart, { idempotencyKey: randomUUID() });
-    const final = await sagas.result(first.workflowId);
-    if (final.outcome !== SagaOutcome.COMPLETED) throw new Error(`cli-latency: ${first.workflowId} ended ${final.outcome} (${final.reason})`);
+    await completeOrderSaga(sagas, 'cli-latency', cart);
     // The cart from a file, as docs/cli.md shows it (a card number stays out of the command line).
     const dataFile = path.join(dir, 'order.json');
     writeFileSync(dataFile, JSON.stringify(cart));
@@ -120,18 +117,8 @@ export async function cliLatency(ctx: BenchContext): Promise<BenchResult> {
 
     const help: Expected = { code: 0, check: (out) => (out.startsWith('Usage: saga') ? undefined : 'no usage text') };
     const nothing: Expected = { code: 0, check: (out) => (out === '' ? undefined : 'output from node -e') };
-    rows.push(
-      ...rowsOf(
-        CASES.help,
-        CONTENDERS.node,
-        await runRounds(
-          [node(nothing), contender(CONTENDERS.compiled, bin, () => ['--help'], help, current), contender(CONTENDERS.sources, tsx, () => [cliSource, '--help'], help)],
-          rounds,
-          progress,
-          `cli-latency ${CASES.help}`,
-        ),
-      ),
-    );
+    const helps = [node(nothing), contender(CONTENDERS.compiled, bin, () => ['--help'], help, current), contender(CONTENDERS.sources, tsx, () => [cliSource, '--help'], help)];
+    rows.push(...(await caseRows('cli-latency', CASES.help, CONTENDERS.node, helps, rounds, progress)));
 
     const duplicate: Expected = {
       code: 3,
@@ -141,18 +128,8 @@ export async function cliLatency(ctx: BenchContext): Promise<BenchResult> {
       },
     };
     const start = () => ['start', '--type', 'order', '--data', `@${dataFile}`, '--idempotency-key', randomUUID(), '--json'];
-    rows.push(
-      ...rowsOf(
-        CASES.duplicate,
-        CONTENDERS.node,
-        await runRounds(
-          [node(nothing), contender(CONTENDERS.compiled, bin, start, duplicate, current), contender(CONTENDERS.sources, tsx, () => [cliSource, ...start()], duplicate)],
-          rounds,
-          progress,
-          `cli-latency ${CASES.duplicate}`,
-        ),
-      ),
-    );
+    const starts = [node(nothing), contender(CONTENDERS.compiled, bin, start, duplicate, current), contender(CONTENDERS.sources, tsx, () => [cliSource, ...start()], duplicate)];
+    rows.push(...(await caseRows('cli-latency', CASES.duplicate, CONTENDERS.node, starts, rounds, progress)));
   } finally {
     rmSync(dir, { recursive: true, force: true });
     await close();

@@ -11,8 +11,8 @@ import { Rms, createRedis, intentKey } from '../src/rms';
 import { CpuMeter, named } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
 import { submitPgOnly, writeOrder } from './lib/pg-only';
-import { cpuNote, formatRatio, ratioOf, withCpu, withRatios, type BenchResult } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { cpuNote, latencyColumns, ratioOf, ratioTarget, withCpu, withRatios, type BenchResult } from './lib/report';
+import { caseRows, type BenchContext, type Contender } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
 
 const LEASE_MS = 30_000;
@@ -85,17 +85,16 @@ export async function duplicateRejection({ config, sizes, progress }: BenchConte
     }),
   };
 
+  const caseName = `${clients} callers`;
   let rows;
   try {
-    const results = await runRounds([pgOnly, rmsFirst], sizes.rounds, progress, `duplicate-rejection ${clients} callers`);
-    rows = withRatios(rowsOf(`${clients} callers`, CONTENDERS.pg, results));
+    rows = withRatios(await caseRows('duplicate-rejection', caseName, CONTENDERS.pg, [pgOnly, rmsFirst], sizes.rounds, progress));
   } finally {
     await deleteKeys(redis, `${prefix}*`).catch(() => undefined);
     redis.disconnect();
     await pool.end();
   }
 
-  const caseName = `${clients} callers`;
   const speedup = 1 / ratioOf(rows, caseName, CONTENDERS.rms, CONTENDERS.pg, 'p50');
   return {
     name: 'duplicate-rejection',
@@ -107,19 +106,10 @@ export async function duplicateRejection({ config, sizes, progress }: BenchConte
       `its winner writes the same transaction and finalises. rejections/s counts every rejection over the round's wall time. PostgreSQL CPU counts every backend of the server, whoever it serves.`,
     columns: [
       { metric: 'throughput', label: 'rejections/s', better: 'higher', digits: 0 },
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 3 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 3 },
+      ...latencyColumns(3),
     ],
     rows,
-    targets: [
-      {
-        case: caseName,
-        contender: CONTENDERS.rms,
-        requirement: '≥ 20× faster (p50) than PostgreSQL-only',
-        measured: formatRatio(speedup),
-        met: speedup >= 20,
-      },
-    ],
+    targets: [ratioTarget(caseName, CONTENDERS.rms, '≥ 20× faster (p50) than PostgreSQL-only', speedup, speedup >= 20)],
     chartMetric: 'p50',
     notes: [cpuNote(rows, caseName, 'µs', 'submission')],
     details: { clients, intentsPerRound, leaseMs: LEASE_MS },

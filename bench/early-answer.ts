@@ -15,16 +15,14 @@ import type { SagaClient } from '../src/client';
 import { createPool } from '../src/db';
 import { reserveIntent } from '../src/gate';
 import { Rms, createRedis } from '../src/rms';
-
-import { SagaOutcome } from '../src/shared';
-import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
-import { closedLoop } from './lib/load';
+import { devServerMeter, type CpuMeter } from './lib/cpu';
+import { closedLoop, forDuration, meteredLoopContender } from './lib/load';
 import { profileAnswers, profileText, type AnswerProfile } from './lib/profile';
 import { submitPgOnly } from './lib/pg-only';
-import { cpuNote, figureOf, formatNumber, formatRatio, ratioOf, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { ANSWER_COLUMNS, baselineRatio, cpuNote, figureOf, formatNumber, ratioOf, ratioTarget, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { caseRows, inFlightCase, type BenchContext, type Contender } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
-import { countOnTaskQueue, connectClients, freshOrder, untilVisible, within } from './lib/temporal-load';
+import { completeOrderSaga, countOnTaskQueue, connectClients, freshOrder, untilCompleted, untilVisible, within } from './lib/temporal-load';
 import { emptyWorkflow } from './workflows';
 import { ordersTable, type OrderInput } from '../test/fixtures/orders';
 
@@ -44,8 +42,6 @@ const HOLD_MS = 60 * 60 * 1000;
 /** Starts of a SUCCESS warm-up (at most one per lane). */
 const SUCCESS_WARMUP_STARTS = 8;
 const DRAIN_TIMEOUT_MS = 180_000;
-
-const caseOf = (answer: string, concurrency: number) => `${answer}, ${concurrency} in flight`;
 
 /** What the cases share: the clients, the bench's own connections, the meter and the run's settings. */
 interface Deps {
@@ -77,7 +73,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
     sagas,
     rms: new Rms(redis, { keyPrefix: workers.sagaConfig.redis.keyPrefix }),
     pool: createPool({ ...workers.sagaConfig.db, poolMax: maxInFlight }),
-    meter: new CpuMeter(redis, { temporal: childrenNamed('temporal'), 'saga worker': treesOf(() => workers.sagaPids), postgres: named('postgres') }),
+    meter: devServerMeter(redis, { 'saga worker': () => workers.sagaPids }),
     sessions: Array.from({ length: maxInFlight }, () => randomUUID()),
     leaseMs: workers.sagaConfig.saga.leaseMs,
   };
@@ -91,8 +87,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
     // DUPLICATE: one saga of a cart runs to completion; a request for that cart under any other key is a duplicate.
     progress.update('early-answer: running the saga whose cart the DUPLICATE requests repeat');
     const duplicateCart = freshOrder();
-    const first = await sagas.start('order', duplicateCart, { idempotencyKey: randomUUID() });
-    await completed(sagas, first.workflowId);
+    const first = await completeOrderSaga(sagas, 'early-answer', duplicateCart);
     // CONFLICT: another session holds the cart's intent. In the PostgreSQL-only design that holder
     // has committed its registration (status REGISTERED), so a second request hits 23505 too.
     const conflictCart = freshOrder();
@@ -112,7 +107,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
       for (const concurrency of concurrencies) {
         const measured = await rejectedCase(deps, answer, concurrency, cart, intent, concurrency === maxInFlight);
         rows.push(...measured.rows);
-        if (measured.profiles) profiles.push({ case: caseOf(answer, concurrency), ...measured.profiles });
+        if (measured.profiles) profiles.push({ case: inFlightCase(answer, concurrency), ...measured.profiles });
       }
     }
 
@@ -122,8 +117,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
     if (gateAfter.SUCCESS !== gateBefore.SUCCESS) throw new Error('early-answer: a rejected case was answered SUCCESS');
     const rejected = gateAfter.DUPLICATE - gateBefore.DUPLICATE + gateAfter.CONFLICT - gateBefore.CONFLICT;
     progress.update(`early-answer: counting the workflows of ${rejected} rejected requests on ${taskQueue}`);
-    const barrier = await sagas.start('order', freshOrder(), { idempotencyKey: randomUUID() });
-    await completed(sagas, barrier.workflowId);
+    const barrier = await completeOrderSaga(sagas, 'early-answer');
     await untilVisible(client, barrier.workflowId);
     const workflowsAfter = await countOnTaskQueue(client, taskQueue);
     if (workflowsAfter - workflowsBefore < 1) throw new Error(`early-answer: the task queue count (${workflowsBefore} → ${workflowsAfter}) missed the barrier saga`);
@@ -156,11 +150,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
       `SUCCESS: a fresh order per request (its own customer); SagaClient.start = reserve + one PostgreSQL lookup + one workflow.start of the saga, which must end COMPLETED; ` +
       `gate alone = reserveIntent (src/gate.ts) on a fresh intent, no workflow. DUPLICATE and CONFLICT rounds last ${rejectedRoundMs} ms; a SUCCESS round is ` +
       `${concurrencies.map((c) => `${startsPerRound(c)} starts at ${c}`).join(', ')} in flight, and waits for its workflows to end. One worker process of each kind. answers/s is over the round's steady part.`,
-    columns: [
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 3 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 3 },
-      { metric: 'throughput', label: 'answers/s', better: 'higher', digits: 0 },
-    ],
+    columns: ANSWER_COLUMNS,
     rows: withRatio,
     targets: [
       ...targetsOf(withRatio, concurrencies),
@@ -178,7 +168,7 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
       `Workflows started per rejected request: ${visibility.rejected.toLocaleString('en-US')} DUPLICATE and CONFLICT answers of SagaClient.start (warm-ups included) started ` +
         `${visibility.started} workflows (${formatNumber(rejectedPer, 3)} per request): Temporal visibility counted ${visibility.before} workflows on ${taskQueue} before them and ` +
         `${visibility.after} after, read once a saga started after them was listed (that saga is the one more).`,
-      ...REJECTIONS.map((answer) => cpuNote(withRatio, caseOf(answer, maxInFlight), 'µs', 'request')),
+      ...REJECTIONS.map((answer) => cpuNote(withRatio, inFlightCase(answer, maxInFlight), 'µs', 'request')),
       ...profiles.map(
         (p) =>
           `Where the client's CPU goes at ${p.case}, one extra ${rejectedRoundMs} ms pass of each under V8's sampling profiler (bench/lib/profile.ts; the profiler slows both): ` +
@@ -188,12 +178,6 @@ export async function earlyAnswer(ctx: BenchContext): Promise<BenchResult> {
     ],
     details: { holdMs: HOLD_MS, leaseMs: deps.leaseMs, taskQueue, visibility, profiles },
   };
-}
-
-/** Waits for the saga `workflowId` to end, and ends the run unless it ended COMPLETED. */
-async function completed(sagas: SagaClient, workflowId: string): Promise<void> {
-  const state = await sagas.result(workflowId);
-  if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`early-answer: ${workflowId} ended ${state.outcome} (${state.reason})`);
 }
 
 /**
@@ -214,16 +198,8 @@ async function rejectedCase(
   const wrong = (who: string, got: string) => new Error(`early-answer: ${who} answered ${got} where ${answer} was due`);
   /** A contender: `ask(lane)` sends one request and returns its latency (ms). */
   const contender = (name: string, ask: (lane: number) => Promise<number>): Contender & { ask: (lane: number) => Promise<number> } => ({
-    name,
+    ...meteredLoopContender(name, meter, 'µs', (warmup) => forDuration(concurrency, warmup ? rejectedWarmupMs : rejectedRoundMs), ask),
     ask,
-    run: async ({ warmup }) => {
-      const durationMs = warmup ? rejectedWarmupMs : rejectedRoundMs;
-      const stop = await meter.start();
-      const r = await closedLoop({ concurrency, durationMs, maxOps: durationMs * 200, op: ask });
-      const usage = await stop();
-      const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-      return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'µs');
-    },
   });
   const rmsAlone = contender(CONTENDERS.rms, async (lane) => {
     const t0 = performance.now();
@@ -247,11 +223,11 @@ async function rejectedCase(
     if (outcome !== 'duplicate') throw wrong(CONTENDERS.pg, outcome);
     return ms;
   });
-  const caseName = caseOf(answer, concurrency);
-  const rows = rowsOf(caseName, CONTENDERS.rms, await runRounds([rmsAlone, saga, pgOnly], ctx.sizes.rounds, ctx.progress, `early-answer ${caseName}`));
+  const caseName = inFlightCase(answer, concurrency);
+  const rows = await caseRows('early-answer', caseName, CONTENDERS.rms, [rmsAlone, saga, pgOnly], ctx.sizes.rounds, ctx.progress);
   if (!profile) return { rows };
   ctx.progress.update(`early-answer ${caseName}: profiling the client's CPU per answer`);
-  const profiled = (c: typeof saga) => profileAnswers(async () => (await closedLoop({ concurrency, durationMs: rejectedRoundMs, maxOps: rejectedRoundMs * 200, op: c.ask })).ops);
+  const profiled = (c: typeof saga) => profileAnswers(async () => (await closedLoop({ ...forDuration(concurrency, rejectedRoundMs), op: c.ask })).ops);
   return { rows, profiles: { rms: await profiled(rmsAlone), saga: await profiled(saga) } };
 }
 
@@ -269,7 +245,7 @@ interface CaseProfiles {
 async function successCase(deps: Deps, concurrency: number): Promise<Row[]> {
   const { ctx, client, sagas, rms, pool, leaseMs } = deps;
   const { successRounds, startsPerRound, successRoundMs } = ctx.sizes.earlyAnswer;
-  const caseName = caseOf('SUCCESS', concurrency);
+  const caseName = inFlightCase('SUCCESS', concurrency);
   /**
    * A contender: `start` sends one request and returns its latency and, when it started a workflow,
    * a promise of its end. Each round waits for every workflow it started to end, so the next round
@@ -313,7 +289,7 @@ async function successCase(deps: Deps, concurrency: number): Promise<Row[]> {
     const started = await sagas.start('order', order, { idempotencyKey });
     const ms = performance.now() - t0;
     if (started.reservation.status !== 'SUCCESS' || !started.started) throw new Error(`early-answer: a fresh order was answered ${started.reservation.status}`);
-    return { ms, end: completed(sagas, started.workflowId) };
+    return { ms, end: untilCompleted(sagas, 'early-answer', started.workflowId) };
   });
   const gate = contender(CONTENDERS.gate, async () => {
     const { intentKey } = sagas.prepare('order', freshOrder());
@@ -324,38 +300,31 @@ async function successCase(deps: Deps, concurrency: number): Promise<Row[]> {
     if (answer.status !== 'SUCCESS') throw new Error(`early-answer: the gate answered a fresh intent ${answer.status}`);
     return { ms };
   });
-  return rowsOf(caseName, CONTENDERS.start, await runRounds([bare, saga, gate], successRounds, ctx.progress, `early-answer ${caseName}`));
+  return caseRows('early-answer', caseName, CONTENDERS.start, [bare, saga, gate], successRounds, ctx.progress);
 }
 
 /** The targets of the issue that this run's cases can judge. */
 function targetsOf(rows: Row[], concurrencies: number[]): TargetCheck[] {
   const targets: TargetCheck[] = [];
-  const p50Of = (caseName: string, contender: string) => figureOf(rows, caseName, contender, 'p50');
   for (const answer of REJECTIONS) {
     if (concurrencies.includes(1)) {
-      const p50 = p50Of(caseOf(answer, 1), CONTENDERS.saga).median;
-      targets.push({ case: caseOf(answer, 1), contender: CONTENDERS.saga, requirement: 'p50 ≤ 1 ms', measured: `${p50.toFixed(3)} ms`, met: p50 <= 1 });
+      const p50 = figureOf(rows, inFlightCase(answer, 1), CONTENDERS.saga, 'p50').median;
+      targets.push({ case: inFlightCase(answer, 1), contender: CONTENDERS.saga, requirement: 'p50 ≤ 1 ms', measured: `${p50.toFixed(3)} ms`, met: p50 <= 1 });
     }
     for (const c of [1, 64].filter((n) => concurrencies.includes(n))) {
-      const ratio = p50Of(caseOf(answer, c), CONTENDERS.saga).ratio ?? Number.NaN;
-      targets.push({ case: caseOf(answer, c), contender: CONTENDERS.saga, requirement: 'p50 ≤ 2× Rms.reserve alone', measured: formatRatio(ratio), met: ratio <= 2 });
+      const ratio = baselineRatio(rows, inFlightCase(answer, c), CONTENDERS.saga, 'p50');
+      targets.push(ratioTarget(inFlightCase(answer, c), CONTENDERS.saga, 'p50 ≤ 2× Rms.reserve alone', ratio, ratio <= 2));
     }
     if (concurrencies.includes(64)) {
-      const speedup = ratioOf(rows, caseOf(answer, 64), CONTENDERS.pg, CONTENDERS.saga, 'p50');
-      targets.push({
-        case: caseOf(answer, 64),
-        contender: CONTENDERS.saga,
-        requirement: '≥ 20× faster (p50) than PostgreSQL-only',
-        measured: formatRatio(speedup),
-        met: speedup >= 20,
-      });
-      const share = figureOf(rows, caseOf(answer, 64), CONTENDERS.saga, 'throughput').ratio ?? Number.NaN;
-      targets.push({ case: caseOf(answer, 64), contender: CONTENDERS.saga, requirement: 'answers/s ≥ 0.6× Rms.reserve alone', measured: formatRatio(share), met: share >= 0.6 });
+      const speedup = ratioOf(rows, inFlightCase(answer, 64), CONTENDERS.pg, CONTENDERS.saga, 'p50');
+      targets.push(ratioTarget(inFlightCase(answer, 64), CONTENDERS.saga, '≥ 20× faster (p50) than PostgreSQL-only', speedup, speedup >= 20));
+      const share = baselineRatio(rows, inFlightCase(answer, 64), CONTENDERS.saga, 'throughput');
+      targets.push(ratioTarget(inFlightCase(answer, 64), CONTENDERS.saga, 'answers/s ≥ 0.6× Rms.reserve alone', share, share >= 0.6));
     }
   }
   for (const c of [1, 32].filter((n) => concurrencies.includes(n))) {
-    const ratio = p50Of(caseOf('SUCCESS', c), CONTENDERS.saga).ratio ?? Number.NaN;
-    targets.push({ case: caseOf('SUCCESS', c), contender: CONTENDERS.saga, requirement: 'p50 ≤ 2× workflow.start', measured: formatRatio(ratio), met: ratio <= 2 });
+    const ratio = baselineRatio(rows, inFlightCase('SUCCESS', c), CONTENDERS.saga, 'p50');
+    targets.push(ratioTarget(inFlightCase('SUCCESS', c), CONTENDERS.saga, 'p50 ≤ 2× workflow.start', ratio, ratio <= 2));
   }
   return targets;
 }
@@ -363,7 +332,7 @@ function targetsOf(rows: Row[], concurrencies: number[]): TargetCheck[] {
 /** Where a SUCCESS answer's time goes: the gate and a start, from the medians at each concurrency. */
 function successNote(rows: Row[], concurrencies: number[]): string {
   const parts = concurrencies.map((c) => {
-    const p50 = (contender: string) => formatNumber(figureOf(rows, caseOf('SUCCESS', c), contender, 'p50').median, 2);
+    const p50 = (contender: string) => formatNumber(figureOf(rows, inFlightCase('SUCCESS', c), contender, 'p50').median, 2);
     return `at ${c} in flight ${p50(CONTENDERS.saga)} ms against gate alone ${p50(CONTENDERS.gate)} + workflow.start (empty) ${p50(CONTENDERS.start)}`;
   });
   return `Where a SUCCESS answer's time goes (p50 of SagaClient.start; the saga's start also carries its input, a memo and three search attributes): ${parts.join('; ')}.`;

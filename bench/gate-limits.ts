@@ -11,8 +11,8 @@ import { SagaClient } from '../src/client';
 import { Rms, createRedis } from '../src/rms';
 import { defineSaga, sagaTypesOf, type SagaDefinition } from '../src/sagas';
 import { closedLoop } from './lib/load';
-import { figureOf, formatRatio, withRatios, type BenchResult, type Row } from './lib/report';
-import { rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
+import { ANSWER_COLUMNS, baselineRatio, ratioTarget, withRatios, type BenchResult, type Row } from './lib/report';
+import { inFlightCase, rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
 import { latencyPercentiles } from './lib/stats';
 import { freshOrder } from './lib/temporal-load';
 import { sagaTypesFor, type OrderInput } from '../test/fixtures/orders';
@@ -23,8 +23,6 @@ type Answer = keyof typeof TARGETS;
 
 /** Limits no request of the run reaches: every answer pays for them, none is refused. */
 const LIMITS = [{ inFlight: 1_000_000, perSecond: 10_000 }, { per: (input: OrderInput) => input.customer, inFlight: 100 }];
-
-const caseOf = (answer: Answer, concurrency: number) => `${answer}, ${concurrency} in flight`;
 
 /** Runs the gate-limits benchmark. */
 export async function gateLimits(ctx: BenchContext): Promise<BenchResult> {
@@ -83,7 +81,7 @@ export async function gateLimits(ctx: BenchContext): Promise<BenchResult> {
     };
     for (const answer of ['DUPLICATE', 'SUCCESS'] as const) {
       for (const concurrency of concurrencies) {
-        const caseName = caseOf(answer, concurrency);
+        const caseName = inFlightCase(answer, concurrency);
         progress.update(`gate-limits ${caseName}: warm-up`);
         await round(answer, concurrency, true);
         const results = new Map<string, RoundFigures[]>([
@@ -115,16 +113,12 @@ export async function gateLimits(ctx: BenchContext): Promise<BenchResult> {
       `alternating between the two types within each round (both timed side by side under the same load; answers/s is each type's share). ` +
       `DUPLICATE: a cart whose entity exists; SUCCESS: a fresh cart per request, its workflow started on a task queue no worker polls (the answer, not the saga, is timed; at most ${maxStarts} starts of each type a round). ` +
       `Rounds last ${roundMs} ms (SUCCESS: ${successRoundMs} ms), after a warm-up round. Ratios are limits on / limits off, round by round.`,
-    columns: [
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 3 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 3 },
-      { metric: 'throughput', label: 'answers/s', better: 'higher', digits: 0 },
-    ],
+    columns: ANSWER_COLUMNS,
     rows: withRatio,
     targets: (['DUPLICATE', 'SUCCESS'] as const).flatMap((answer) =>
       concurrencies.map((c) => {
-        const ratio = figureOf(withRatio, caseOf(answer, c), CONTENDERS.on, 'p50').ratio ?? Number.NaN;
-        return { case: caseOf(answer, c), contender: CONTENDERS.on, requirement: `p50 ≤ ${TARGETS[answer]}× limits off`, measured: formatRatio(ratio), met: ratio <= TARGETS[answer] };
+        const ratio = baselineRatio(withRatio, inFlightCase(answer, c), CONTENDERS.on, 'p50');
+        return ratioTarget(inFlightCase(answer, c), CONTENDERS.on, `p50 ≤ ${TARGETS[answer]}× limits off`, ratio, ratio <= TARGETS[answer]);
       }),
     ),
     chartMetric: 'p50',

@@ -12,13 +12,12 @@ import type { Redis } from 'ioredis';
 import { PROJECT_ROOT } from '../src/paths';
 import { Rms, createRedis } from '../src/rms';
 
-import { SagaOutcome } from '../src/shared';
 import { closedLoop } from './lib/load';
-import { workerEnv } from './lib/processes';
-import { figureOf, formatNumber, formatRatio, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { outputTail, workerEnv } from './lib/processes';
+import { figureOf, formatNumber, formatRatio, ratioTarget, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { caseRows, inFlightCase, type BenchContext, type Contender } from './lib/rounds';
 import { quantile } from './lib/stats';
-import { connectClients, freshOrder } from './lib/temporal-load';
+import { completeOrderSaga, connectClients, freshOrder } from './lib/temporal-load';
 import { type OrderInput } from '../test/fixtures/orders';
 
 const CONTENDERS = { library: 'SagaClient.start (library, in process)', http: 'saga serve (HTTP, keep-alive)' } as const;
@@ -46,21 +45,18 @@ const TARGETS = { rejectedP50Ms: 2, throughputRatio: 0.5 } as const;
 /** `saga serve` in a process of its own, on a free port. */
 async function startServer(env: NodeJS.ProcessEnv): Promise<{ url: string; child: ChildProcess; stop: () => Promise<number | null> }> {
   const child = spawn(path.join(PROJECT_ROOT, 'bin/saga'), ['serve'], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const collect = (d: Buffer) => (output = (output + d.toString()).slice(-8192));
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
+  const output = outputTail(child);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`saga serve not listening after 60 s:\n${output}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`saga serve not listening after 60 s:\n${output()}`)), 60_000);
     child.stderr.on('data', () => {
-      const found = /serve: listening on (http:\/\/\S+)/.exec(output)?.[1];
+      const found = /serve: listening on (http:\/\/\S+)/.exec(output())?.[1];
       if (found) {
         clearTimeout(timer);
         resolve(found);
       }
     });
-    void exited.then((code) => reject(new Error(`saga serve exited (${code}) before listening:\n${output}`)));
+    void exited.then((code) => reject(new Error(`saga serve exited (${code}) before listening:\n${output()}`)));
   });
   return {
     url,
@@ -88,9 +84,7 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
     // DUPLICATE: a cart whose saga completed. CONFLICT: a cart whose intent the bench holds.
     progress.update('http-load: running the saga whose cart the DUPLICATE requests repeat');
     const done = freshOrder();
-    const first = await sagas.start('order', done, { idempotencyKey: randomUUID() });
-    const final = await sagas.result(first.workflowId);
-    if (final.outcome !== SagaOutcome.COMPLETED) throw new Error(`http-load: ${first.workflowId} ended ${final.outcome} (${final.reason})`);
+    await completeOrderSaga(sagas, 'http-load', done);
     const held = freshOrder();
     const heldIntent = sagas.prepare('order', held).intentKey;
     const holder = await rms.reserve({ intent: heldIntent, sessionId: `bench-holder-${randomUUID()}`, leaseMs: HOLD_MS });
@@ -140,16 +134,11 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
     };
     const cases: { caseName: string; mix: Mix; concurrency: number }[] = [
       { caseName: REJECTED_CASE, mix: REJECTED, concurrency: 1 },
-      ...concurrencies.map((concurrency) => ({ caseName: `mix, ${concurrency} in flight`, mix: MIXED, concurrency })),
+      ...concurrencies.map((concurrency) => ({ caseName: inFlightCase('mix', concurrency), mix: MIXED, concurrency })),
     ];
     for (const { caseName, mix, concurrency } of cases) {
-      const results = await runRounds(
-        [contender(CONTENDERS.library, mix, concurrency, viaLibrary), contender(CONTENDERS.http, mix, concurrency, viaHttp)],
-        sizes.rounds,
-        progress,
-        `http-load ${caseName}`,
-      );
-      rows.push(...rowsOf(caseName, CONTENDERS.library, results));
+      const contenders = [contender(CONTENDERS.library, mix, concurrency, viaLibrary), contender(CONTENDERS.http, mix, concurrency, viaHttp)];
+      rows.push(...(await caseRows('http-load', caseName, CONTENDERS.library, contenders, sizes.rounds, progress)));
     }
     await rms.release({ intent: heldIntent, sessionId: holder.sessionId, fencingToken: holder.fencingToken });
   } finally {
@@ -162,7 +151,8 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
 
   const withRatio = withRatios(rows);
   const one = REJECTED_CASE;
-  const many = `mix, ${Math.max(...concurrencies)} in flight`;
+  const many = inFlightCase('mix', Math.max(...concurrencies));
+  const few = inFlightCase('mix', Math.min(...concurrencies));
   const p50 = (kind: Kind) => figureOf(withRatio, one, CONTENDERS.http, `${kind} p50`).median;
   const rate = (contender: string) => figureOf(withRatio, many, contender, 'rate').median;
   const ratio = rate(CONTENDERS.http) / rate(CONTENDERS.library);
@@ -174,7 +164,7 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
       measured: `${formatNumber(p50(kind), 2)} ms`,
       met: p50(kind) <= TARGETS.rejectedP50Ms,
     })),
-    { case: many, contender: CONTENDERS.http, requirement: `answers/s ≥ ${TARGETS.throughputRatio}× the library`, measured: formatRatio(ratio), met: ratio >= TARGETS.throughputRatio },
+    ratioTarget(many, CONTENDERS.http, `answers/s ≥ ${TARGETS.throughputRatio}× the library`, ratio, ratio >= TARGETS.throughputRatio),
   ];
   const columns = [
     { metric: 'rate', label: 'answers/s', better: 'higher' as const, digits: 0 },
@@ -199,7 +189,7 @@ export async function httpLoad(ctx: BenchContext): Promise<BenchResult> {
     notes: [
       `At ${Math.max(...concurrencies)} in flight saga serve answers ${formatNumber(rate(CONTENDERS.http), 0)} requests/s against ${formatNumber(rate(CONTENDERS.library), 0)} through the library (${formatRatio(ratio)}); ` +
         `over HTTP at 1 in flight, with no saga running, a DUPLICATE takes ${formatNumber(p50('DUPLICATE'), 2)} ms and a CONFLICT ${formatNumber(p50('CONFLICT'), 2)} ms (p50); ` +
-        `in the mix at 1 in flight ${formatNumber(figureOf(withRatio, `mix, ${Math.min(...concurrencies)} in flight`, CONTENDERS.http, 'DUPLICATE p50').median, 2)} ms and ${formatNumber(figureOf(withRatio, `mix, ${Math.min(...concurrencies)} in flight`, CONTENDERS.http, 'CONFLICT p50').median, 2)} ms, the sagas it starts sharing the 2 cores.`,
+        `in the mix at 1 in flight ${formatNumber(figureOf(withRatio, few, CONTENDERS.http, 'DUPLICATE p50').median, 2)} ms and ${formatNumber(figureOf(withRatio, few, CONTENDERS.http, 'CONFLICT p50').median, 2)} ms, the sagas it starts sharing the 2 cores.`,
     ],
     details: { roundMs, concurrencies, mix: { SUCCESS: 0.5, DUPLICATE: 0.3, CONFLICT: 0.2 } },
   };

@@ -8,7 +8,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { Rms, createRedis, intentKey } from '../src/rms';
 import { sagaSessionId } from '../src/sagas';
-import { closedLoop } from './lib/load';
+import { usedMemory } from './lib/environment';
+import { inParallel } from './lib/load';
 import type { BenchResult } from './lib/report';
 import type { BenchContext } from './lib/rounds';
 import { spread } from './lib/stats';
@@ -39,11 +40,6 @@ async function countKeys(redis: Redis, pattern: string, withTtls: boolean): Prom
   return { keys, withoutTtl };
 }
 
-async function usedMemory(redis: Redis): Promise<number> {
-  const info = await redis.info('memory');
-  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
-}
-
 /** Runs benchmark 6. */
 export async function keyGrowth({ config, sizes, progress }: BenchContext): Promise<BenchResult> {
   const { intents: count, retentionMs } = sizes.keyGrowth;
@@ -55,25 +51,19 @@ export async function keyGrowth({ config, sizes, progress }: BenchContext): Prom
   try {
     const m0 = await usedMemory(redis);
     progress.update(`key-growth: ${count.toLocaleString('en-US')} intents reserved and finalised`);
-    await closedLoop({
-      concurrency: 256,
-      durationMs: 600_000,
-      maxOps: count,
-      op: async (_lane, i) => {
-        const intent = intentKey('order', { bench: nonce, i }, secret);
-        const sessionId = sagaSessionId('default', `order-${randomUUID()}`);
-        const held = await rms.reserve({ intent, sessionId, leaseMs: LEASE_MS });
-        if (held.status !== 'SUCCESS') throw new Error(`key-growth: reserve answered ${held.status}`);
-        const owner = { intent, sessionId, fencingToken: held.fencingToken };
-        const done = await rms.finalize({ ...owner, existsTtlMs: retentionMs });
-        if (done.status !== 'FINALIZED') throw new Error(`key-growth: finalize answered ${done.status}`);
-        // Every tenth saga is undone after it finalised, as a compensation does: free, then release.
-        if (i % 10 === 0) {
-          await rms.free({ intent, fencingToken: held.fencingToken, existsTtlMs: retentionMs });
-          await rms.release(owner);
-        }
-        return null;
-      },
+    await inParallel(count, async (i) => {
+      const intent = intentKey('order', { bench: nonce, i }, secret);
+      const sessionId = sagaSessionId('default', `order-${randomUUID()}`);
+      const held = await rms.reserve({ intent, sessionId, leaseMs: LEASE_MS });
+      if (held.status !== 'SUCCESS') throw new Error(`key-growth: reserve answered ${held.status}`);
+      const owner = { intent, sessionId, fencingToken: held.fencingToken };
+      const done = await rms.finalize({ ...owner, existsTtlMs: retentionMs });
+      if (done.status !== 'FINALIZED') throw new Error(`key-growth: finalize answered ${done.status}`);
+      // Every tenth saga is undone after it finalised, as a compensation does: free, then release.
+      if (i % 10 === 0) {
+        await rms.free({ intent, fencingToken: held.fencingToken, existsTtlMs: retentionMs });
+        await rms.release(owner);
+      }
     });
     const finishedAt = performance.now();
     const after = await countKeys(redis, `${prefix}*`, true);

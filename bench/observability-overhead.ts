@@ -16,11 +16,11 @@ import type { Config } from '../src/config';
 import { PROJECT_ROOT } from '../src/paths';
 import { createRedis } from '../src/rms';
 import { freePort } from '../scripts/demo/stack';
-import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
+import { devServerMeter, type CpuMeter } from './lib/cpu';
 import type { DriverLoad, DriverReply } from './lib/driver';
-import { startWorkerProcess, workerEnv, type WorkerProcess } from './lib/processes';
-import { cpuNote, figureOf, formatRatio, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { outputTail, startWorkerProcess, workerEnv, type WorkerProcess } from './lib/processes';
+import { baselineRatio, cpuNote, latencyColumns, ratioTarget, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { caseRows, inFlightCase, type BenchContext, type Contender } from './lib/rounds';
 import { freshOrder } from './lib/temporal-load';
 
 const CONTENDERS = {
@@ -70,8 +70,7 @@ interface Driver {
 
 async function startDriver(env: NodeJS.ProcessEnv): Promise<Driver> {
   const child = fork(path.join(PROJECT_ROOT, 'bench/lib/driver.ts'), [], { cwd: PROJECT_ROOT, env, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4096)));
+  const stderr = outputTail(child, 4096);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const pending = new Map<number, { resolve: (r: Extract<DriverReply, { ok: true }>) => void; reject: (e: Error) => void }>();
   let nextId = 0;
@@ -84,10 +83,10 @@ async function startDriver(env: NodeJS.ProcessEnv): Promise<Driver> {
   });
   await new Promise<void>((resolve, reject) => {
     child.once('message', () => resolve());
-    void exited.then(() => reject(new Error(`driver exited before it was ready:\n${stderr}`)));
+    void exited.then(() => reject(new Error(`driver exited before it was ready:\n${stderr()}`)));
   });
   void exited.then(() => {
-    for (const p of pending.values()) p.reject(new Error(`driver exited:\n${stderr}`));
+    for (const p of pending.values()) p.reject(new Error(`driver exited:\n${stderr()}`));
   });
   return {
     child,
@@ -156,12 +155,7 @@ export async function observabilityOverhead({ config, sizes, progress, onCleanup
       setups.map(async (s) => {
         s.worker = await startWorkerProcess('src/worker.ts', s.config, { env: s.env });
         s.driver = await startDriver({ ...workerEnv(s.config), ...s.env });
-        s.meter = new CpuMeter(redis, {
-          temporal: childrenNamed('temporal'),
-          client: treesOf(() => [s.driver!.child.pid!]),
-          worker: treesOf(() => [s.worker!.child.pid!]),
-          postgres: named('postgres'),
-        });
+        s.meter = devServerMeter(redis, { client: () => [s.driver!.child.pid!], worker: () => [s.worker!.child.pid!] });
       }),
     );
     // Each set-up's DUPLICATE cart: one order of its own completed first.
@@ -178,17 +172,17 @@ export async function observabilityOverhead({ config, sizes, progress, onCleanup
       },
     });
     for (const concurrency of duplicateConcurrencies) {
-      const caseName = `DUPLICATE, ${concurrency} in flight`;
+      const caseName = inFlightCase('DUPLICATE', concurrency);
       const contenders = setups.map((s) =>
         contender(s, (warmup) => ({ kind: 'duplicates', cart: carts.get(s.name), concurrency, durationMs: warmup ? duplicateRoundMs / 4 : duplicateRoundMs, maxOps: 1_000_000 }), 'µs'),
       );
-      rows.push(...rowsOf(caseName, CONTENDERS.off, await runRounds(contenders, rounds, progress, `observability-overhead ${caseName}`)));
+      rows.push(...(await caseRows('observability-overhead', caseName, CONTENDERS.off, contenders, rounds, progress)));
     }
     const sagaCase = `order sagas, ${sagaInFlight} in flight, 1 worker process`;
     const sagaContenders = setups.map((s) =>
       contender(s, (warmup) => ({ kind: 'sagas', concurrency: sagaInFlight, durationMs: sagaRoundMs, maxOps: warmup ? sagaInFlight : sagasPerRound }), 'ms'),
     );
-    rows.push(...rowsOf(sagaCase, CONTENDERS.off, await runRounds(sagaContenders, rounds, progress, `observability-overhead ${sagaCase}`)));
+    rows.push(...(await caseRows('observability-overhead', sagaCase, CONTENDERS.off, sagaContenders, rounds, progress)));
   } finally {
     await stopAll();
   }
@@ -198,8 +192,8 @@ export async function observabilityOverhead({ config, sizes, progress, onCleanup
   const withRatio = withRatios(rows);
   const cases = [...new Set(withRatio.map((r) => r.case))];
   const target = (caseName: string, contender: string, maxOverhead: number): TargetCheck => {
-    const ratio = figureOf(withRatio, caseName, contender, 'throughput').ratio ?? Number.NaN;
-    return { case: caseName, contender, requirement: `≥ ${1 - maxOverhead}× off (overhead ≤ ${maxOverhead * 100}%)`, measured: formatRatio(ratio), met: ratio >= 1 - maxOverhead };
+    const ratio = baselineRatio(withRatio, caseName, contender, 'throughput');
+    return ratioTarget(caseName, contender, `≥ ${1 - maxOverhead}× off (overhead ≤ ${maxOverhead * 100}%)`, ratio, ratio >= 1 - maxOverhead);
   };
   const targets: TargetCheck[] = cases.flatMap((caseName) => [
     ...[CONTENDERS.metrics, CONTENDERS.sampled, CONTENDERS.traces].map((contender) => target(caseName, contender, MAX_OVERHEAD)),
@@ -215,8 +209,7 @@ export async function observabilityOverhead({ config, sizes, progress, onCleanup
       `DUPLICATE: SagaClient.start of a cart whose saga completed, a new idempotency key each time, for ${duplicateRoundMs} ms a round. Sagas: order sagas started and awaited to COMPLETED, ${sagasPerRound} a round. Nobody scrapes the metrics endpoints during the rounds.`,
     columns: [
       { metric: 'throughput', label: 'per s', better: 'higher', digits: 1 },
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 2 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 2 },
+      ...latencyColumns(2),
     ],
     rows: withRatio,
     targets,

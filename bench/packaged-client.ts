@@ -15,8 +15,8 @@ import { PROJECT_ROOT } from '../src/paths';
 import { createRedis, Rms } from '../src/rms';
 import { sagaTypesFor } from '../test/fixtures/orders';
 import { workerEnv } from './lib/processes';
-import { formatRatio, withRatios, type BenchResult, type Row, type TargetCheck, figureOf } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { ANSWER_COLUMNS, baselineRatio, figureOf, ratioTarget, withRatios, type BenchResult, type Row } from './lib/report';
+import { inFlightCase, rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
 import { freshOrder } from './lib/temporal-load';
 
 const run = promisify(execFile);
@@ -77,17 +77,17 @@ export async function packagedClient(ctx: BenchContext): Promise<BenchResult> {
     );
     // One row per in-flight count: the child reports both in one process.
     const rows: Row[] = IN_FLIGHT.flatMap((n) =>
-      rowsOf(`DUPLICATE, ${n} in flight`, CONTENDERS.sources, results).map((row) => ({
+      rowsOf(inFlightCase('DUPLICATE', n), CONTENDERS.sources, results).map((row) => ({
         ...row,
         figures: row.figures.filter((f) => f.metric.endsWith(`@${n}`)).map((f) => ({ ...f, metric: f.metric.replace(`@${n}`, '') })),
       })),
     );
     const withRatio = withRatios(rows);
-    const targets: TargetCheck[] = IN_FLIGHT.map((n) => {
-      const ratio = figureOf(withRatio, `DUPLICATE, ${n} in flight`, CONTENDERS.packed, 'p50').ratio ?? Number.NaN;
-      return { case: `DUPLICATE, ${n} in flight`, contender: CONTENDERS.packed, requirement: 'p50 ≤ 1.1× the checkout sources', measured: formatRatio(ratio), met: ratio <= 1.1 };
+    const targets = IN_FLIGHT.map((n) => {
+      const ratio = baselineRatio(withRatio, inFlightCase('DUPLICATE', n), CONTENDERS.packed, 'p50');
+      return ratioTarget(inFlightCase('DUPLICATE', n), CONTENDERS.packed, 'p50 ≤ 1.1× the checkout sources', ratio, ratio <= 1.1);
     });
-    const packedP50 = figureOf(withRatio, 'DUPLICATE, 1 in flight', CONTENDERS.packed, 'p50').median;
+    const packedP50 = figureOf(withRatio, inFlightCase('DUPLICATE', 1), CONTENDERS.packed, 'p50').median;
     return {
       name: 'packaged-client',
       title: '12. The packaged client: DUPLICATE through the packed tarball',
@@ -96,11 +96,7 @@ export async function packagedClient(ctx: BenchContext): Promise<BenchResult> {
         `npm pack, then the tarball installed in a copy of examples/orders outside the checkout. Each round runs bench/lib/packaged-child.ts once per contender in a new process (node --import tsx, ` +
         `the order app's saga types): one SagaClient, a cart whose entity exists, a new idempotency key per request, ${IN_FLIGHT.join(' then ')} in flight, ` +
         `each ${roundMs} ms after a warm-up; every answer must be DUPLICATE.`,
-      columns: [
-        { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 3 },
-        { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 3 },
-        { metric: 'throughput', label: 'answers/s', better: 'higher', digits: 0 },
-      ],
+      columns: ANSWER_COLUMNS,
       rows: withRatio,
       targets,
       chartMetric: 'p50',

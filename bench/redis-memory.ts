@@ -8,7 +8,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { Rms, createRedis, intentKey, intentKeys, sessionTag } from '../src/rms';
 import { sagaSessionId } from '../src/sagas';
-import { closedLoop } from './lib/load';
+import { usedMemory } from './lib/environment';
+import { inParallel } from './lib/load';
 import { figureOf, withRatios, type BenchResult } from './lib/report';
 import { rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
 
@@ -27,11 +28,6 @@ const CONTENDERS = {
 } as const;
 /** The issue's targets: used_memory per key as a multiple of the floor's. */
 const TARGETS = { live: 1.5, exists: 1.3 } as const;
-
-async function usedMemory(redis: Redis): Promise<number> {
-  const info = await redis.info('memory');
-  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
-}
 
 /** Bytes of the keyspaces' hash tables (entries and bucket arrays of every db), from MEMORY STATS. */
 async function hashTables(redis: Redis): Promise<number> {
@@ -113,30 +109,18 @@ export async function redisMemory({ config, sizes, progress }: BenchContext): Pr
 
       const m0 = await usedMemory(redis);
       progress.update(`${label}: reserving ${count.toLocaleString('en-US')} intents`);
-      await closedLoop({
-        concurrency: 256,
-        durationMs: 600_000,
-        maxOps: count,
-        op: async (_lane, i) => {
-          const answer = await rms.reserve({ intent: intents[i]!, sessionId: sessions[i]!, leaseMs: LEASE_MS });
-          if (answer.status !== 'SUCCESS') throw new Error(`redis-memory: reserve answered ${answer.status}`);
-          tokens[i] = answer.fencingToken;
-          return null;
-        },
+      await inParallel(count, async (i) => {
+        const answer = await rms.reserve({ intent: intents[i]!, sessionId: sessions[i]!, leaseMs: LEASE_MS });
+        if (answer.status !== 'SUCCESS') throw new Error(`redis-memory: reserve answered ${answer.status}`);
+        tokens[i] = answer.fencingToken;
       });
       const m1 = await usedMemory(redis);
       const processingUsage = await memoryUsage(redis, sample.map((k) => k.processing));
 
       progress.update(`${label}: finalising them (markers with a TTL, as ENTITY_EXISTS_TTL_MS gives them)`);
-      await closedLoop({
-        concurrency: 256,
-        durationMs: 600_000,
-        maxOps: count,
-        op: async (_lane, i) => {
-          const answer = await rms.finalize({ intent: intents[i]!, sessionId: sessions[i]!, fencingToken: tokens[i]!, existsTtlMs: LEASE_MS });
-          if (answer.status !== 'FINALIZED') throw new Error(`redis-memory: finalize answered ${answer.status}`);
-          return null;
-        },
+      await inParallel(count, async (i) => {
+        const answer = await rms.finalize({ intent: intents[i]!, sessionId: sessions[i]!, fencingToken: tokens[i]!, existsTtlMs: LEASE_MS });
+        if (answer.status !== 'FINALIZED') throw new Error(`redis-memory: finalize answered ${answer.status}`);
       });
       const m2 = await usedMemory(redis);
       const existsUsage = await memoryUsage(redis, sample.map((k) => k.entityExists));

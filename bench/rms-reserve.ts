@@ -11,11 +11,10 @@ import { Rms, createRedis, intentKeys } from '../src/rms';
 import { scriptSource } from '../src/rms/scripts';
 import { CpuMeter } from './lib/cpu';
 import { deleteKeys } from './lib/environment';
-import { closedLoop } from './lib/load';
+import { forDuration, meteredLoopContender } from './lib/load';
 import { findRedisBenchmark, redisBenchmark } from './lib/redis-benchmark';
-import { cpuNote, figureOf, formatRatio, ratioOf, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
-import { latencyPercentiles } from './lib/stats';
+import { cpuNote, figureOf, ratioOf, ratioTarget, withCpu, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
+import { caseRows, type BenchContext, type Contender } from './lib/rounds';
 
 /** The lease every contender asks for. */
 const LEASE_MS = 30_000;
@@ -56,17 +55,8 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
 
     for (const concurrency of concurrencies) {
       /** A Node contender: `cycle` does one reserve + release on lane `lane` and returns the reserve's latency. */
-      const nodeContender = (name: string, cycle: (lane: number, n: number) => Promise<number>): Contender => ({
-        name,
-        run: async ({ warmup }) => {
-          const durationMs = warmup ? warmupMs : roundMs;
-          const stop = await meter.start();
-          const r = await closedLoop({ concurrency, durationMs, maxOps: durationMs * 200, op: (lane) => cycle(lane, randomInt(keyspace)) });
-          const usage = await stop();
-          const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-          return withCpu({ throughput: r.throughput, p50, p99 }, usage, r.ops, 'µs');
-        },
-      });
+      const nodeContender = (name: string, cycle: (lane: number, n: number) => Promise<number>): Contender =>
+        meteredLoopContender(name, meter, 'µs', (warmup) => forDuration(concurrency, warmup ? warmupMs : roundMs), (lane) => cycle(lane, randomInt(keyspace)));
 
       const ours = nodeContender(CONTENDERS.ours, async (lane, n) => {
         const intent = intentOf(n);
@@ -139,9 +129,8 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
       };
 
       const contenders = [...(binary ? [limit] : []), ours, seed, redlocked];
-      const results = await runRounds(contenders, sizes.rounds, progress, `rms-reserve ${concurrency} in flight`);
+      rows.push(...(await caseRows('rms-reserve', `${concurrency} in flight`, CONTENDERS.limit, contenders, sizes.rounds, progress)));
       if (scriptRates.length > 0) details[`limitScriptRates@${concurrency}`] = scriptRates;
-      rows.push(...rowsOf(`${concurrency} in flight`, CONTENDERS.limit, results));
       progress.update(`rms-reserve ${concurrency} in flight: deleting keys`);
       await deleteKeys(admin, `${prefix}*`);
     }
@@ -176,13 +165,7 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
 function targetsOf(rows: Row[], caseName: string | undefined, haveLimit: boolean): TargetCheck[] {
   if (!caseName) return [];
   const throughputTo = (other: string) => ratioOf(rows, caseName, CONTENDERS.ours, other, 'throughput');
-  const check = (requirement: string, ratio: number, met: boolean): TargetCheck => ({
-    case: caseName,
-    contender: CONTENDERS.ours,
-    requirement,
-    measured: formatRatio(ratio),
-    met,
-  });
+  const check = (requirement: string, ratio: number, met: boolean) => ratioTarget(caseName, CONTENDERS.ours, requirement, ratio, met);
   const toLimit = haveLimit ? throughputTo(CONTENDERS.limit) : Number.NaN;
   const toSeed = throughputTo(CONTENDERS.seed);
   const toRedlock = throughputTo(CONTENDERS.redlock);

@@ -9,11 +9,12 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../src/rms';
 
-import { CpuMeter, childrenNamed, named, treesOf } from './lib/cpu';
-import { cpuNote, figureOf, formatNumber, formatRatio, withRatios, type BenchResult, type Row, type TargetCheck } from './lib/report';
-import { rowsOf, runRounds, type BenchContext } from './lib/rounds';
+import { devServerMeter } from './lib/cpu';
+import { baselineRatio, cpuNote, formatNumber, latencyColumns, ratioTarget, withRatios, type BenchResult, type Row } from './lib/report';
+import { caseRows, type BenchContext } from './lib/rounds';
 import { closedLoopContender, completeOrderSaga, connectClients } from './lib/temporal-load';
 import { PG_STATS_SETTLE_MS, databaseCounterReader, historyCostText, sampleHistoryCost, type HistorySample } from './lib/workflow-cost';
+import { workerProcesses } from './lib/workers';
 import { noopActivitiesWorkflow } from './workflows';
 import { orderSaga } from '../test/fixtures/orders';
 
@@ -57,19 +58,14 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
   const { workerCounts, perRound, inFlight, roundMs } = sizes.sagas;
   const { client, sagas, close } = await connectClients(workers);
   const redis = createRedis(workers.sagaConfig.redis) as Redis;
-  const meter = new CpuMeter(redis, {
-    temporal: childrenNamed('temporal'),
-    'saga workers': treesOf(() => workers.sagaPids),
-    'bench workers': treesOf(() => workers.barePids),
-    postgres: named('postgres'),
-  });
+  const meter = devServerMeter(redis, { 'saga workers': () => workers.sagaPids, 'bench workers': () => workers.barePids });
   const pgCounters = await databaseCounterReader(workers.sagaConfig.db.url);
   const rows: Row[] = [];
   const costs: CaseCost[] = [];
   try {
     for (const count of workerCounts) {
       await workers.scaleTo(count);
-      const caseName = `${count} worker process${count === 1 ? '' : 'es'}`;
+      const caseName = workerProcesses(count);
       const load = { inFlight, perRound, roundMs };
       // The ids of the completed workflows, for the histories read after the case.
       const bareIds: string[] = [];
@@ -80,10 +76,10 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
         bareIds.push(workflowId);
       });
       const saga = closedLoopContender(CONTENDERS.saga, meter, load, async () => {
-        sagaIds.push(await completeOrderSaga(sagas, 'saga-throughput'));
+        sagaIds.push((await completeOrderSaga(sagas, 'saga-throughput')).workflowId);
       });
       const before = await pgCounters.read();
-      rows.push(...rowsOf(caseName, CONTENDERS.bare, await runRounds([bare, saga], sizes.sagas.rounds, progress, `saga-throughput ${caseName}`)));
+      rows.push(...(await caseRows('saga-throughput', caseName, CONTENDERS.bare, [bare, saga], sizes.sagas.rounds, progress)));
       progress.update(`saga-throughput ${caseName}: reading ${HISTORY_SAMPLE} histories of each kind, waiting for PostgreSQL's counters`);
       const [bareCost, sagaCost] = await Promise.all([
         sampleHistoryCost(client, bareIds, HISTORY_SAMPLE),
@@ -108,9 +104,10 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
   }
 
   const withRatio = withRatios(rows);
-  const targets: TargetCheck[] = [...new Set(withRatio.map((r) => r.case))].map((caseName) => {
-    const ratio = figureOf(withRatio, caseName, CONTENDERS.saga, 'throughput').ratio ?? Number.NaN;
-    return { case: caseName, contender: CONTENDERS.saga, requirement: '≥ 0.9× bare ceiling', measured: formatRatio(ratio), met: ratio >= 0.9 };
+  const cases = [...new Set(withRatio.map((r) => r.case))];
+  const targets = cases.map((caseName) => {
+    const ratio = baselineRatio(withRatio, caseName, CONTENDERS.saga, 'throughput');
+    return ratioTarget(caseName, CONTENDERS.saga, '≥ 0.9× bare ceiling', ratio, ratio >= 0.9);
   });
   return {
     name: 'saga-throughput',
@@ -122,13 +119,12 @@ export async function sagaThroughput({ sizes, progress, workers }: BenchContext)
       `p50/p99: start to end of one workflow. CPU by process: the dev server, the worker process trees, every PostgreSQL backend of the server (whoever it serves), Redis (INFO cpu), and this process (the client, and the payment provider, which runs in it).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 0 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 0 },
+      ...latencyColumns(0),
     ],
     rows: withRatio,
     targets,
     chartMetric: 'throughput',
-    notes: [...[...new Set(withRatio.map((r) => r.case))].map((c) => cpuNote(withRatio, c, 'ms', 'workflow')), ...costs.map(costNote)],
+    notes: [...cases.map((c) => cpuNote(withRatio, c, 'ms', 'workflow')), ...costs.map(costNote)],
     details: { costPerWorkflow: costs },
   };
 }

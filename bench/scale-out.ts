@@ -7,17 +7,17 @@
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import pg from 'pg';
 import { SagaClient } from '../src/client';
 import type { Config } from '../src/config';
 import { createRedis } from '../src/rms';
 import { CpuMeter, childrenCalled, postgresServing, postmaster, treesOf } from './lib/cpu';
-import { formatNumber, formatRatio, roundRatio, type BenchResult, type Figure, type Row, type TargetCheck } from './lib/report';
+import { postgresDatabaseClient } from './lib/environment';
+import { formatNumber, formatRatio, latencyColumns, ratioTarget, roundRatio, type BenchResult, type Figure, type Row } from './lib/report';
 import { runRounds, type BenchContext, type Contender, type RoundFigures } from './lib/rounds';
 import { spread } from './lib/stats';
 import { closedLoopContender, completeOrderSaga } from './lib/temporal-load';
 import { serverBinaries, startRealServer, type RealServer } from './lib/temporal-server';
-import { WorkerFleet } from './lib/workers';
+import { WorkerFleet, workerProcesses } from './lib/workers';
 import { sagaTypesFor } from '../test/fixtures/orders';
 
 const DEV = 'dev server';
@@ -36,10 +36,6 @@ const COMPONENTS: [string, string][] = [
   ['redis', 'Redis'],
   ['bench', 'client + payment provider'],
 ];
-
-function processes(count: number): string {
-  return `${count} worker process${count === 1 ? '' : 'es'}`;
-}
 
 /** `config` with its own task queue and Redis prefix under the run's, and small PostgreSQL pools. */
 function fleetConfig(config: Config, name: string, poolMax: number, temporal: Partial<Config['temporal']> = {}): Config {
@@ -61,9 +57,7 @@ interface ConnectionPeak {
 /** The most PostgreSQL connections seen at once (sampled every second): the run's share of max_connections. */
 function connectionSampler(config: Config, databasePrefix: string): { stop: () => Promise<ConnectionPeak> } {
   // On the postgres database: the run's own is dropped WITH (FORCE) at the end, which would end this connection.
-  const url = new URL(config.db.url);
-  url.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: url.toString() });
+  const client = postgresDatabaseClient(config.db.url);
   client.on('error', () => undefined);
   const peak: ConnectionPeak = { total: 0, max: 0, byDatabase: {} };
   let timer: NodeJS.Timeout | undefined;
@@ -170,8 +164,8 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
       // Both fleets grow together (their processes bundle the workflow code in parallel), then both are measured in every round.
       const t0 = performance.now();
       await Promise.all(servers.map((s) => s.fleet.scaleTo(count)));
-      workerStarts[processes(count)] = performance.now() - t0;
-      const byContender = await runRounds(contenders, rounds, progress, `scale-out ${processes(count)}`);
+      workerStarts[workerProcesses(count)] = performance.now() - t0;
+      const byContender = await runRounds(contenders, rounds, progress, `scale-out ${workerProcesses(count)}`);
       for (const [name, figures] of byContender) results.get(name)!.set(count, figures);
     }
   } finally {
@@ -194,7 +188,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
       const metrics = Object.keys(figures[0] ?? {});
       rows.push({
         case: server === DEV ? DEV : realCase,
-        contender: processes(count),
+        contender: workerProcesses(count),
         baseline: count === workerCounts[0],
         figures: metrics.map((metric): Figure => {
           const f = spread(figures.map((r) => r[metric]!));
@@ -215,13 +209,9 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     const d = results.get(DEV)!.get(count)!;
     return { count, ratio: roundRatio(spread(r.map((x) => x.throughput!)), spread(d.map((x) => x.throughput!))) };
   });
-  const targets: TargetCheck[] = realVsDev.map(({ count, ratio }) => ({
-    case: realCase,
-    contender: processes(count),
-    requirement: `≥ ${MIN_REAL_RATIO}× dev server (paired rounds)`,
-    measured: formatRatio(ratio),
-    met: ratio >= MIN_REAL_RATIO,
-  }));
+  const targets = realVsDev.map(({ count, ratio }) =>
+    ratioTarget(realCase, workerProcesses(count), `≥ ${MIN_REAL_RATIO}× dev server (paired rounds)`, ratio, ratio >= MIN_REAL_RATIO),
+  );
   if (realVsDev.length > 0) {
     const parts = realVsDev.map(({ count, ratio }) => `${count}: ${formatRatio(ratio)}`);
     notes.push(`Real server ÷ dev server, completed/s at the same number of worker processes (median of the per-round ratios; both ran back to back in every round): ${parts.join(', ')}.`);
@@ -235,7 +225,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
       const top = [...parts].sort((a, b) => b.ms - a.ms)[0];
       const throughput = median(server, count, 'throughput');
       notes.push(
-        `Where the time goes, ${server}, ${processes(count)}: CPU ms per completed saga (median of rounds): ` +
+        `Where the time goes, ${server}, ${workerProcesses(count)}: CPU ms per completed saga (median of rounds): ` +
           `${parts.map((p) => `${p.label} ${formatNumber(p.ms, 1)}`).join(', ')}; ours ${formatNumber(ours, 1)}; ` +
           `PostgreSQL backends that exited during the round, of any database (not in the figures before) ${formatNumber(median(server, count, 'cpu:pgExited'), 1)}; ` +
           `the whole machine ${formatNumber(machine, 1)} (the rest is other work on the machine). The machine was ${formatNumber(median(server, count, 'busy'), 0)}% busy on ${cores} cores; ` +
@@ -272,8 +262,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
       `Both fleets stay up while the other server is measured (idle pollers; their CPU is in the notes). CPU by process from /proc: the two servers, the fleets' process trees, PostgreSQL backends by database, Redis (INFO cpu), this process (the client and the payment provider), and the whole machine (/proc/stat).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
-      { metric: 'p50', label: 'p50 ms', better: 'lower', digits: 0 },
-      { metric: 'p99', label: 'p99 ms', better: 'lower', digits: 0 },
+      ...latencyColumns(0),
     ],
     rows,
     targets,

@@ -19,7 +19,7 @@ import { promisify } from 'node:util';
 import { PROJECT_ROOT } from '../src/paths';
 import { workerEnv } from './lib/processes';
 import { withRatios, type BenchResult } from './lib/report';
-import { rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
+import { inFlightCase, rowsOf, type BenchContext, type RoundFigures } from './lib/rounds';
 
 const SETUPS = {
   off: 'tracing off',
@@ -88,9 +88,9 @@ async function versionOf(node: string): Promise<string> {
 /** Runs benchmark 11. */
 export async function traceCost(ctx: BenchContext): Promise<BenchResult> {
   const { rounds, warmup, answers } = ctx.sizes.traceCost;
-  const nodes: NodeBinary[] = [{ path: process.execPath, caseName: `DUPLICATE, ${IN_FLIGHT} in flight, Node ${process.version}` }];
+  const nodes: NodeBinary[] = [{ path: process.execPath, caseName: `${inFlightCase('DUPLICATE', IN_FLIGHT)}, Node ${process.version}` }];
   const other = process.env.TRACE_COST_NODE?.trim();
-  if (other) nodes.push({ path: other, caseName: `DUPLICATE, ${IN_FLIGHT} in flight, Node ${await versionOf(other)}` });
+  if (other) nodes.push({ path: other, caseName: `${inFlightCase('DUPLICATE', IN_FLIGHT)}, Node ${await versionOf(other)}` });
   const setups = Object.keys(SETUPS) as Setup[];
   // Ctrl-C: the set-ups under way stop too.
   const stop = new AbortController();

@@ -198,3 +198,15 @@ export class CpuMeter {
     };
   }
 }
+
+/**
+ * The meter of the Temporal benchmarks: Redis, the dev server (`temporal`), the process trees of
+ * `trees` (name → their root pids) and every PostgreSQL backend of the server (`postgres`), in that
+ * order, which is the order of their CPU notes.
+ */
+export function devServerMeter(redis: Redis, trees: Record<string, () => readonly number[]>): CpuMeter {
+  const groups: Record<string, Selector> = { temporal: childrenNamed('temporal') };
+  for (const [name, pids] of Object.entries(trees)) groups[name] = treesOf(pids);
+  groups.postgres = named('postgres');
+  return new CpuMeter(redis, groups);
+}

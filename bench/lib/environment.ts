@@ -51,6 +51,33 @@ export async function deleteKeys(redis: Redis, pattern: string): Promise<number>
   return deleted;
 }
 
+/** Redis's `used_memory` (INFO memory), bytes: the whole server's. */
+export async function usedMemory(redis: Redis): Promise<number> {
+  const info = await redis.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
+}
+
+/**
+ * A client, not yet connected, on the `postgres` database of the server of `databaseUrl`: for what
+ * must not run on a database it drops (`WITH (FORCE)` would end it), nor be counted in one it reads.
+ */
+export function postgresDatabaseClient(databaseUrl: string): pg.Client {
+  const url = new URL(databaseUrl);
+  url.pathname = '/postgres';
+  return new pg.Client({ connectionString: url.toString() });
+}
+
+/** Drops `databases` of the server of `databaseUrl` `WITH (FORCE)` (their connections are ended), if they exist. */
+export async function dropDatabases(databaseUrl: string, databases: string[]): Promise<void> {
+  const admin = postgresDatabaseClient(databaseUrl);
+  try {
+    await admin.connect();
+    for (const database of databases) await admin.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
+  } finally {
+    await admin.end().catch(() => undefined);
+  }
+}
+
 /**
  * A Redis key prefix no key uses yet: `rb` + 4 random base-36 characters + `:`. Short on purpose: it
  * is 4 bytes longer than the default `rs:`, so the memory figures stay close to a deployment's.
@@ -78,8 +105,6 @@ export async function startServices(progress: Progress): Promise<Services> {
   const databaseName = `rs_bench_${runId}`;
   const databaseUrl = new URL(base.db.url);
   databaseUrl.pathname = `/${databaseName}`;
-  const adminUrl = new URL(base.db.url);
-  adminUrl.pathname = '/postgres';
   const redisPrefix = await unusedPrefix(base.redis.url);
 
   let env: TestWorkflowEnvironment | undefined;
@@ -93,17 +118,7 @@ export async function startServices(progress: Progress): Promise<Services> {
     await env?.teardown().catch((err: unknown) => failures.push(`Temporal dev server: ${String(err)}`));
     await provider?.close().catch((err: unknown) => failures.push(`payment provider: ${String(err)}`));
     await providerPool?.end().catch(() => undefined);
-    if (databaseCreated) {
-      const admin = new pg.Client({ connectionString: adminUrl.toString() });
-      try {
-        await admin.connect();
-        await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`);
-      } catch (err) {
-        failures.push(`drop database ${databaseName}: ${String(err)}`);
-      } finally {
-        await admin.end().catch(() => undefined);
-      }
-    }
+    if (databaseCreated) await dropDatabases(base.db.url, [databaseName]).catch((err: unknown) => failures.push(`drop database ${databaseName}: ${String(err)}`));
     const redis = new Redis(base.redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
     try {
       await deleteKeys(redis, `${redisPrefix}*`);

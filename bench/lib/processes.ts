@@ -14,6 +14,20 @@ export interface WorkerProcess {
   stop: (graceMs?: number) => Promise<void>;
 }
 
+/**
+ * The last `chars` characters `child` wrote to stdout and stderr, on demand: for the error of a child
+ * that failed, without a long-running child growing the bench's memory.
+ */
+export function outputTail(child: ChildProcess, chars = 8192): () => string {
+  let output = '';
+  const collect = (d: Buffer) => {
+    output = (output + d.toString()).slice(-chars);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  return () => output;
+}
+
 /** The environment that points a worker process at `config` (every variable src/config.ts reads). */
 export function workerEnv(config: Config): NodeJS.ProcessEnv {
   return { ...process.env, ...configEnv(config) };
@@ -35,13 +49,7 @@ export async function startWorkerProcess(
     env: { ...workerEnv(config), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  const collect = (d: Buffer) => {
-    // Keep the tail only: a long-running worker must not grow the bench's memory.
-    output = (output + d.toString()).slice(-8192);
-  };
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
+  const output = outputTail(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (graceMs = 15_000) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -52,9 +60,9 @@ export async function startWorkerProcess(
   };
   try {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${script} not polling after ${readyTimeoutMs} ms:\n${output}`)), readyTimeoutMs);
+      const timer = setTimeout(() => reject(new Error(`${script} not polling after ${readyTimeoutMs} ms:\n${output()}`)), readyTimeoutMs);
       child.stderr.on('data', () => {
-        if (output.includes('worker: polling')) {
+        if (output().includes('worker: polling')) {
           clearTimeout(timer);
           resolve();
         }
@@ -64,7 +72,7 @@ export async function startWorkerProcess(
       if (signal?.aborted) reject(new Error(`${script}: stopped while starting`));
       void exited.then(() => {
         clearTimeout(timer);
-        reject(new Error(`${script} exited (${child.exitCode ?? child.signalCode}) before polling:\n${output}`));
+        reject(new Error(`${script} exited (${child.exitCode ?? child.signalCode}) before polling:\n${output()}`));
       });
     });
   } catch (err) {

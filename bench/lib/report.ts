@@ -27,6 +27,17 @@ export interface Column {
   digits: number;
 }
 
+/** The p50 and p99 columns (`p50 ms`, `p99 ms`: lower is better) with `digits` decimals. */
+export function latencyColumns(digits: number): Column[] {
+  return [
+    { metric: 'p50', label: 'p50 ms', better: 'lower', digits },
+    { metric: 'p99', label: 'p99 ms', better: 'lower', digits },
+  ];
+}
+
+/** The columns of the benchmarks that time an answer of SagaClient.start: p50 and p99 (ms), answers/s. */
+export const ANSWER_COLUMNS: Column[] = [...latencyColumns(3), { metric: 'throughput', label: 'answers/s', better: 'higher', digits: 0 }];
+
 /** One contender in one case (e.g. `ours` at 64 clients). */
 export interface Row {
   case: string;
@@ -129,6 +140,16 @@ export function figureOf(rows: Row[], caseName: string, contender: string, metri
 /** `metric` of `contender` against `other` in `caseName`, round by round (see {@link roundRatio}). */
 export function ratioOf(rows: Row[], caseName: string, contender: string, other: string, metric: string): number {
   return roundRatio(figureOf(rows, caseName, contender, metric), figureOf(rows, caseName, other, metric));
+}
+
+/** The ratio of `metric` of `contender` to the baseline row of `caseName` (see {@link Figure.ratio}); NaN where there is none. */
+export function baselineRatio(rows: Row[], caseName: string, contender: string, metric: string): number {
+  return figureOf(rows, caseName, contender, metric).ratio ?? Number.NaN;
+}
+
+/** A target judged on a ratio (`met` says whether `ratio` meets `requirement`), printed as a ratio. */
+export function ratioTarget(caseName: string, contender: string, requirement: string, ratio: number, met: boolean): TargetCheck {
+  return { case: caseName, contender, requirement, measured: formatRatio(ratio), met };
 }
 
 /** A number with thousands separators and `digits` decimals. */

@@ -67,3 +67,16 @@ export function rowsOf(caseName: string, baseline: string, results: Map<string, 
     figures: Object.keys(rounds[0] ?? {}).map((metric) => ({ metric, ...spread(rounds.map((r) => r[metric]!)) })),
   }));
 }
+
+/**
+ * Runs the rounds of one case (see {@link runRounds}), the progress line naming `benchmark` and the
+ * case, and returns its rows with `baseline` as the baseline row (see {@link rowsOf}).
+ */
+export async function caseRows(benchmark: string, caseName: string, baseline: string, contenders: Contender[], rounds: number, progress: Progress): Promise<Row[]> {
+  return rowsOf(caseName, baseline, await runRounds(contenders, rounds, progress, `${benchmark} ${caseName}`));
+}
+
+/** The name of a case by what is asked and how many requests are in flight, e.g. `DUPLICATE, 64 in flight`. */
+export function inFlightCase(what: string, inFlight: number): string {
+  return `${what}, ${inFlight} in flight`;
+}

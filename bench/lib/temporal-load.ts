@@ -3,18 +3,14 @@
  * of completed workflows (saga-throughput, scale-out), bounded waits, visibility counts.
  */
 import { randomUUID } from 'node:crypto';
-import os from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import { SagaClient } from '../../src/client';
+import { SagaClient, type StartedSaga } from '../../src/client';
 
 import { SagaOutcome } from '../../src/shared';
 import type { CpuMeter } from './cpu';
-import { closedLoop, timed } from './load';
-import { withCpu } from './report';
+import { meteredLoopContender, timed } from './load';
 import type { Contender } from './rounds';
-import { latencyPercentiles } from './stats';
 import type { WorkerFleet } from './workers';
 import { type OrderInput } from '../../test/fixtures/orders';
 import { sagaTypesFor } from '../../test/fixtures/orders';
@@ -34,16 +30,21 @@ export function freshOrder(): OrderInput {
   return { customer: `bench-${randomUUID()}`, items: [{ sku: 'widget', quantity: 1, priceCents: 1000 }], payment: { card: '4242424242424242' } };
 }
 
+/** Waits for the saga `workflowId` to end; anything but COMPLETED throws, naming `label`. */
+export async function untilCompleted(sagas: SagaClient, label: string, workflowId: string): Promise<void> {
+  const state = await sagas.result(workflowId);
+  if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${workflowId} ended ${state.outcome} (${state.reason})`);
+}
+
 /**
- * Starts one order saga of `cart` (a new one by default) through the gate (`SagaClient.start`) and
- * waits for it to end COMPLETED; anything else throws, naming `label`. Returns its workflow id (to
- * read its history afterwards).
+ * Starts one order saga of `cart` (a new one by default) through the gate (`SagaClient.start`) under a
+ * new idempotency key and waits for it to end COMPLETED; anything else throws, naming `label`. Returns
+ * what the start answered (its workflow id, to read its history afterwards; its intent key).
  */
-export async function completeOrderSaga(sagas: SagaClient, label: string, cart: unknown = freshOrder()): Promise<string> {
+export async function completeOrderSaga(sagas: SagaClient, label: string, cart: unknown = freshOrder()): Promise<StartedSaga> {
   const started = await sagas.start('order', cart, { idempotencyKey: randomUUID() });
-  const state = await sagas.result(started.workflowId);
-  if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${started.workflowId} ended ${state.outcome} (${state.reason})`);
-  return started.workflowId;
+  await untilCompleted(sagas, label, started.workflowId);
+  return started;
 }
 
 /** The load of a closed loop of workflows: how many in flight, how many per round, how long a round may last. */
@@ -56,30 +57,12 @@ export interface WorkflowLoad {
 /**
  * A contender that keeps `load.inFlight` workflows in flight, each started as soon as one ends
  * (`complete` runs one to its end), `load.perRound` per round (one per lane in the warm-up). Its
- * figures: throughput (completed/s), p50/p99 (ms, start to end of one workflow), CPU ms per workflow
- * by component of `meter`, and, when the meter reads the machine's CPU, `busy`: the machine's CPU
- * time over the round's wall time on all cores, in per cent.
+ * figures ({@link meteredLoopContender}): throughput (completed/s), p50/p99 (ms, start to end of one
+ * workflow), CPU ms per workflow by component of `meter`, and the machine's `busy` share.
  */
 export function closedLoopContender(name: string, meter: CpuMeter, load: WorkflowLoad, complete: () => Promise<unknown>): Contender {
-  return {
-    name,
-    run: async ({ warmup }) => {
-      const stop = await meter.start();
-      const t0 = performance.now();
-      const r = await closedLoop({
-        concurrency: load.inFlight,
-        durationMs: load.roundMs,
-        maxOps: warmup ? load.inFlight : load.perRound,
-        op: async () => (await timed(complete)).ms,
-      });
-      const wallMs = performance.now() - t0;
-      const usage = await stop();
-      const { p50, p99 } = latencyPercentiles(r.latencies, r.samples);
-      const figures: Record<string, number> = { throughput: r.throughput, p50, p99 };
-      if (usage.machine !== undefined) figures.busy = (usage.machine / (wallMs * os.cpus().length)) * 100;
-      return withCpu(figures, usage, r.ops, 'ms');
-    },
-  };
+  const loop = (warmup: boolean) => ({ concurrency: load.inFlight, durationMs: load.roundMs, maxOps: warmup ? load.inFlight : load.perRound });
+  return meteredLoopContender(name, meter, 'ms', loop, async () => (await timed(complete)).ms);
 }
 
 /** Waits for `promises`, or rejects naming `what` after `timeoutMs`. */

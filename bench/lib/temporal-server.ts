@@ -16,11 +16,12 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
-import pg from 'pg';
 import { parse, stringify } from 'yaml';
 import type { Config } from '../../src/config';
 import { PROJECT_ROOT } from '../../src/paths';
 import { setupCluster } from '../../src/setup';
+import { dropDatabases } from './environment';
+import { outputTail } from './processes';
 import type { Progress } from './progress';
 
 const execFileAsync = promisify(execFile);
@@ -129,11 +130,8 @@ export async function startRealServer({ config, progress, binaries, onCleanup, n
   const databaseUrl = new URL(config.db.url);
   const runDatabase = databaseUrl.pathname.slice(1);
   const databases = { temporal: `${runDatabase}_temporal`, visibility: `${runDatabase}_visibility` };
-  const adminUrl = new URL(config.db.url);
-  adminUrl.pathname = '/postgres';
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rs-bench-temporal-'));
   let child: ReturnType<typeof spawn> | undefined;
-  let output = '';
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= closeOnce());
   const closeOnce = async () => {
@@ -145,15 +143,8 @@ export async function startRealServer({ config, progress, binaries, onCleanup, n
       await exited;
       clearTimeout(timer);
     }
-    const admin = new pg.Client({ connectionString: adminUrl.toString() });
-    try {
-      await admin.connect();
-      for (const database of Object.values(databases)) await admin.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
-    } catch (err) {
-      failures.push(`drop databases ${Object.values(databases).join(', ')}: ${String(err)}`);
-    } finally {
-      await admin.end().catch(() => undefined);
-    }
+    const names = Object.values(databases);
+    await dropDatabases(config.db.url, names).catch((err: unknown) => failures.push(`drop databases ${names.join(', ')}: ${String(err)}`));
     rmSync(dir, { recursive: true, force: true });
     if (failures.length > 0) progress.log(`bench: Temporal server cleanup incomplete:\n  ${failures.join('\n  ')}`);
   };
@@ -192,16 +183,12 @@ export async function startRealServer({ config, progress, binaries, onCleanup, n
     progress.update(`real Temporal server: starting ${path.basename(binaries.server)} on ${address} (4 history shards)`);
     const proc = spawn(binaries.server, ['--root', dir, '--config', 'config', '--env', 'bench', '--allow-no-auth', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
-    const collect = (d: Buffer) => {
-      output = (output + d.toString()).slice(-8192);
-    };
-    proc.stdout.on('data', collect);
-    proc.stderr.on('data', collect);
+    const output = outputTail(proc);
     // Ready: it answers a call that reads its database (the frontend says SERVING before that).
     const deadline = Date.now() + 120_000;
     for (;;) {
-      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`the Temporal server exited (${proc.exitCode ?? proc.signalCode}) before it answered:\n${output}`);
-      if (Date.now() > deadline) throw new Error(`the Temporal server did not answer in 120 s:\n${output}`);
+      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`the Temporal server exited (${proc.exitCode ?? proc.signalCode}) before it answered:\n${output()}`);
+      if (Date.now() > deadline) throw new Error(`the Temporal server did not answer in 120 s:\n${output()}`);
       const answered = await Connection.connect({ address, connectTimeout: '2s' }).then(
         async (connection) => {
           try {

@@ -84,3 +84,8 @@ export class WorkerFleet {
     await this.#stopping;
   }
 }
+
+/** The name of a case by its worker processes of each kind, e.g. `2 worker processes`. */
+export function workerProcesses(count: number): string {
+  return `${count} worker process${count === 1 ? '' : 'es'}`;
+}

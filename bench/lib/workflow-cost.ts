@@ -6,7 +6,7 @@
 import type { Client } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
-import pg from 'pg';
+import { postgresDatabaseClient } from './environment';
 import { formatNumber } from './report';
 import { spread, type Spread } from './stats';
 
@@ -93,10 +93,8 @@ export const PG_STATS_SETTLE_MS = 11_000;
  * database, so that its own queries and session are not counted in the one it reads.
  */
 export async function databaseCounterReader(databaseUrl: string): Promise<{ read: () => Promise<DatabaseCounters>; close: () => Promise<void> }> {
-  const url = new URL(databaseUrl);
-  const database = url.pathname.slice(1);
-  url.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: url.toString() });
+  const database = new URL(databaseUrl).pathname.slice(1);
+  const client = postgresDatabaseClient(databaseUrl);
   client.on('error', () => undefined);
   await client.connect();
   return {
