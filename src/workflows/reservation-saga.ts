@@ -242,8 +242,7 @@ function hashOf(request: unknown): unknown {
 }
 
 /** Setting the phase and the search attributes together, and ending the saga with its outcome. */
-function lifecycle(state: SagaState, has: Patched = patched) {
-  // `has` is asked by `reject` only: the legacy saga and the wait for a redrive never reject.
+function lifecycle(state: SagaState, has: Patched) {
   const finish = (outcome: SagaOutcome, reason?: string): SagaState => {
     state.outcome = outcome;
     if (reason !== undefined) state.reason = reason;
@@ -465,7 +464,7 @@ function operationActivities(input: SagaPlan) {
 async function runOperation(input: SagaPlan, entityId: string, fencingToken: string, state: SagaState, redrives: Redrives, has: Patched): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = operationActivities(input);
-  const { enter, finish } = lifecycle(state);
+  const { enter, finish } = lifecycle(state, has);
   state.fencingToken = fencingToken;
   // Callers see the id they name the entity by; plans of earlier versions have only the row id.
   state.entityId = input.operation?.publicId ?? entityId;
@@ -503,7 +502,7 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
       // The entity stays locked while its operation is half undone: no other operation may run on it.
       left = await CancellationScope.nonCancellable(() =>
         holdingLock(act.hold, { ...owner, leaseMs: input.timings.leaseMs, heartbeatIntervalMs: input.timings.heartbeatIntervalMs }, state, () =>
-          untilRedriven(left, input, state, redrives, (l) => compensate(l, input.compensation, state)),
+          untilRedriven(left, input, state, redrives, has, (l) => compensate(l, input.compensation, state)),
         ),
       );
     }
@@ -573,7 +572,8 @@ async function legacySaga(input: SagaInput): Promise<SagaState> {
     errors: [],
   };
   let reservationFailed: string | undefined;
-  const { finish } = lifecycle(state);
+  // Before the gate: each patch is asked on its own (folded-patches came later).
+  const { finish } = lifecycle(state, patched);
 
   setHandler(stateQuery, () => state);
   setHandler(
@@ -695,7 +695,7 @@ async function runReserved(
     );
     const { redrives } = options;
     if (waitsForRedrive(left, input, redrives, has)) {
-      left = await CancellationScope.nonCancellable(() => untilRedriven(left, input, state, redrives, (l) => compensateKeepingEntity(l, input.compensation, state)));
+      left = await CancellationScope.nonCancellable(() => untilRedriven(left, input, state, redrives, has, (l) => compensateKeepingEntity(l, input.compensation, state)));
     }
     const reason = cancelled ? 'CANCELLED' : (failureType(err) ?? 'FAILED');
     finish(compensatedOutcome(left.length > 0, reason), reason);
@@ -762,9 +762,16 @@ function waitsForRedrive(left: Compensation[], input: SagaInput, redrives: Redri
  * ended without a redrive. The saga holds its row and intent (an operation, its entity's lock) all
  * along: nothing is undone until its turn.
  */
-async function untilRedriven(left: Compensation[], input: SagaInput, state: SagaState, redrives: Redrives, retry: (left: Compensation[]) => Promise<Compensation[]>): Promise<Compensation[]> {
+async function untilRedriven(
+  left: Compensation[],
+  input: SagaInput,
+  state: SagaState,
+  redrives: Redrives,
+  has: Patched,
+  retry: (left: Compensation[]) => Promise<Compensation[]>,
+): Promise<Compensation[]> {
   const attentionMs = input.compensation.attentionMs ?? 0;
-  const { enter } = lifecycle(state);
+  const { enter } = lifecycle(state, has);
   const { workflowId } = workflowInfo();
   for (let round = 0; left.length > 0; round++) {
     const since = Date.now();
