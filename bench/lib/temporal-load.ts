@@ -30,9 +30,19 @@ export function freshOrder(): OrderInput {
   return { customer: `bench-${randomUUID()}`, items: [{ sku: 'widget', quantity: 1, priceCents: 1000 }], payment: { card: '4242424242424242' } };
 }
 
-/** Waits for the saga `workflowId` to end; anything but COMPLETED throws, naming `label`. */
+/**
+ * The longest a benchmark waits for one saga to end. A saga takes seconds even on a busy machine; one
+ * still open after this has lost its worker process, and the run stops saying so instead of hanging.
+ */
+const SAGA_END_TIMEOUT_MS = 120_000;
+
+/**
+ * Waits for the saga `workflowId` to end; anything but COMPLETED, or no end within
+ * {@link SAGA_END_TIMEOUT_MS}, throws, naming `label`. The bound is a timer beside the wait, not an
+ * abort signal: a signal would turn on async hooks in the process being measured (src/temporal.ts).
+ */
 export async function untilCompleted(sagas: SagaClient, label: string, workflowId: string): Promise<void> {
-  const state = await sagas.result(workflowId);
+  const state = (await within(`${label}: waiting for ${workflowId} to end`, SAGA_END_TIMEOUT_MS, [sagas.result(workflowId)]))[0]!;
   if (state.outcome !== SagaOutcome.COMPLETED) throw new Error(`${label}: ${workflowId} ended ${state.outcome} (${state.reason})`);
 }
 
