@@ -13,7 +13,7 @@ import { createRedis } from '../src/rms';
 import { CpuMeter, childrenCalled, postgresServing, postmaster, treesOf } from './lib/cpu';
 import { postgresDatabaseClient } from './lib/environment';
 import { formatNumber, formatRatio, latencyColumns, ratioTarget, roundRatio, type BenchResult, type Figure, type Row } from './lib/report';
-import { runRounds, type BenchContext, type Contender, type RoundFigures } from './lib/rounds';
+import { runRounds, type BenchContext, type RoundFigures } from './lib/rounds';
 import { spread } from './lib/stats';
 import { closedLoopContender, completeOrderSaga } from './lib/temporal-load';
 import { serverBinaries, startRealServer, type RealServer } from './lib/temporal-server';
@@ -92,11 +92,21 @@ function connectionSampler(config: Config, databasePrefix: string): { stop: () =
   };
 }
 
+/** One real server's measurements: its shard count, version, and each count's rounds beside the dev server's of the same rounds. */
+interface RealPass {
+  shards: number;
+  server: RealServer;
+  /** Its case in the table, e.g. `real server (v1.29.1, PostgreSQL, 4 shards)`. */
+  label: string;
+  real: Map<number, RoundFigures[]>;
+  dev: Map<number, RoundFigures[]>;
+  timingMs: number;
+}
+
 /** Runs benchmark 9. */
 export async function scaleOut({ config, sizes, progress, workers, onCleanup }: BenchContext): Promise<BenchResult> {
-  const { rounds, workerCounts, perRound, inFlight, roundMs, workerPoolMax, clientPoolMax, realServer } = sizes.scaleOut;
+  const { rounds, workerCounts, perRound, inFlight, roundMs, workerPoolMax, clientPoolMax, realServer, historyShards } = sizes.scaleOut;
   const load = { inFlight, perRound, roundMs };
-  const timings: Record<string, number> = {};
   // Earlier benchmarks' worker processes would poll, idle, beside the ones measured: stopped (a later benchmark scales them up again).
   await workers.stopAll();
 
@@ -112,6 +122,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
   const devConfig = fleetConfig(config, 'scale-dev', workerPoolMax);
   const devFleet = new WorkerFleet(devConfig, progress, { bare: false, label: 'on the dev server' });
   onCleanup(() => devFleet.stopAll());
+  // The real server of the pass under way (one at a time: each holds some 30 PostgreSQL connections).
   let real: RealServer | undefined;
   let realFleet: WorkerFleet | undefined;
   const clients: SagaClient[] = [];
@@ -132,41 +143,63 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     // The real server's pools (maxIdleConns below maxConns) close and open backends all the time: their CPU is only seen once reaped.
     { machine: true, reaped: { pgExited: postmaster() } },
   );
-  const results = new Map<string, Map<number, RoundFigures[]>>([
-    [DEV, new Map()],
-    [REAL, new Map()],
-  ]);
+  /** The dev server's rounds of every pass, by count. */
+  const devResults = new Map<number, RoundFigures[]>();
+  const passes: RealPass[] = [];
   const workerStarts: Record<string, number> = {};
   let peak: ConnectionPeak = { total: 0, max: 0, byDatabase: {} };
   try {
-    if (!('missing' in binaries)) {
-      const t0 = performance.now();
-      // The saga workers' task queue, for the purge schedule setup makes (as the stack's setup does for its workers).
-      const queue = `${config.temporal.taskQueue}-scale-real-saga`;
-      real = await startRealServer({ config: { ...config, temporal: { ...config.temporal, taskQueue: queue } }, progress, binaries, onCleanup });
-      timings.realServerTotal = performance.now() - t0;
-      realFleet = new WorkerFleet(fleetConfig(config, 'scale-real', workerPoolMax, { address: real.address, namespace: real.namespace }), progress, {
-        bare: false,
-        label: 'on the real server',
-      });
-      const fleet = realFleet;
-      onCleanup(() => fleet.stopAll());
-    }
-    const servers: { name: string; fleet: WorkerFleet }[] = [{ name: DEV, fleet: devFleet }, ...(realFleet ? [{ name: REAL, fleet: realFleet }] : [])];
-    const contenders: Contender[] = [];
-    for (const { name, fleet } of servers) {
-      const sagas = await SagaClient.connect({ sagas: sagaTypesFor(fleet.sagaConfig), config: { ...fleet.sagaConfig, db: { ...fleet.sagaConfig.db, poolMax: clientPoolMax } } });
-      clients.push(sagas);
-      contenders.push(closedLoopContender(name, meter, load, () => completeOrderSaga(sagas, `scale-out (${name})`)));
-    }
-
-    for (const count of workerCounts) {
-      // Both fleets grow together (their processes bundle the workflow code in parallel), then both are measured in every round.
-      const t0 = performance.now();
-      await Promise.all(servers.map((s) => s.fleet.scaleTo(count)));
-      workerStarts[workerProcesses(count)] = performance.now() - t0;
-      const byContender = await runRounds(contenders, rounds, progress, `scale-out ${workerProcesses(count)}`);
-      for (const [name, figures] of byContender) results.get(name)!.set(count, figures);
+    const devClient = await SagaClient.connect({ sagas: sagaTypesFor(devFleet.sagaConfig), config: { ...devFleet.sagaConfig, db: { ...devFleet.sagaConfig.db, poolMax: clientPoolMax } } });
+    clients.push(devClient);
+    const devContender = closedLoopContender(DEV, meter, load, () => completeOrderSaga(devClient, `scale-out (${DEV})`));
+    // Without the binaries, one pass of the dev server alone.
+    for (const [i, shards] of ('missing' in binaries ? [undefined] : historyShards).entries()) {
+      const contenders = [devContender];
+      let pass: RealPass | undefined;
+      let realClient: SagaClient | undefined;
+      try {
+        if (shards !== undefined && !('missing' in binaries)) {
+          const t0 = performance.now();
+          // The saga workers' task queue, for the purge schedule setup makes (as the stack's setup does for its workers).
+          const queue = `${config.temporal.taskQueue}-scale-real-saga`;
+          real = await startRealServer({ config: { ...config, temporal: { ...config.temporal, taskQueue: queue } }, progress, binaries, onCleanup, historyShards: shards });
+          const label = `real server (${real.version}, PostgreSQL, ${shards} shard${shards === 1 ? '' : 's'})`;
+          pass = { shards, server: real, label, real: new Map(), dev: new Map(), timingMs: performance.now() - t0 };
+          passes.push(pass);
+          realFleet = new WorkerFleet(fleetConfig(config, 'scale-real', workerPoolMax, { address: real.address, namespace: real.namespace }), progress, {
+            bare: false,
+            label: `on the real server (${shards} shard${shards === 1 ? '' : 's'})`,
+          });
+          const fleet = realFleet;
+          onCleanup(() => fleet.stopAll());
+          const sagas = await SagaClient.connect({ sagas: sagaTypesFor(realFleet.sagaConfig), config: { ...realFleet.sagaConfig, db: { ...realFleet.sagaConfig.db, poolMax: clientPoolMax } } });
+          realClient = sagas;
+          contenders.push(closedLoopContender(REAL, meter, load, () => completeOrderSaga(sagas, `scale-out (${label})`)));
+        }
+        // Every pass starts the dev server's fleet again from its first count, as the real server's.
+        if (i > 0) await devFleet.stopAll();
+        const fleets = [devFleet, ...(realFleet ? [realFleet] : [])];
+        for (const count of workerCounts) {
+          // Both fleets grow together (their processes bundle the workflow code in parallel), then both are measured in every round.
+          const t0 = performance.now();
+          await Promise.all(fleets.map((fleet) => fleet.scaleTo(count)));
+          const which = `${workerProcesses(count)}${historyShards.length > 1 && pass ? `, real server with ${pass.shards} shard${pass.shards === 1 ? '' : 's'}` : ''}`;
+          workerStarts[which] = performance.now() - t0;
+          const byContender = await runRounds(contenders, rounds, progress, `scale-out ${which}`);
+          const dev = byContender.get(DEV)!;
+          devResults.set(count, [...(devResults.get(count) ?? []), ...dev]);
+          if (pass) {
+            pass.dev.set(count, dev);
+            pass.real.set(count, byContender.get(REAL)!);
+          }
+        }
+      } finally {
+        await realClient?.close().catch(() => undefined);
+        await realFleet?.stopAll();
+        await real?.close();
+        realFleet = undefined;
+        real = undefined;
+      }
     }
   } finally {
     peak = await connections.stop();
@@ -177,17 +210,17 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     await real?.close();
   }
 
-  const realCase = `real server (${real?.version ?? ''}, PostgreSQL, 4 shards)`;
   // Rows: a case per server, a row per worker count; the ratio of each figure is to the 1-worker row of
   // the same server, as a ratio of medians (the counts ran minutes apart, so their rounds do not pair).
   const COLUMNS = ['throughput', 'p50', 'p99'];
   const rows: Row[] = [];
-  for (const [server, byCount] of results) {
+  const servers: { label: string; byCount: Map<number, RoundFigures[]> }[] = [{ label: DEV, byCount: devResults }, ...passes.map((p) => ({ label: p.label, byCount: p.real }))];
+  for (const { label, byCount } of servers) {
     const base = byCount.get(workerCounts[0]!);
     for (const [count, figures] of byCount) {
       const metrics = Object.keys(figures[0] ?? {});
       rows.push({
-        case: server === DEV ? DEV : realCase,
+        case: label,
         contender: workerProcesses(count),
         baseline: count === workerCounts[0],
         figures: metrics.map((metric): Figure => {
@@ -199,47 +232,57 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     }
   }
 
-  const median = (server: string, count: number, metric: string) => {
-    const figures = results.get(server)?.get(count);
-    return figures ? spread(figures.map((r) => r[metric] ?? Number.NaN)).median : Number.NaN;
-  };
+  const median = (figures: RoundFigures[] | undefined, metric: string) => (figures ? spread(figures.map((r) => r[metric] ?? Number.NaN)).median : Number.NaN);
   const notes: string[] = [];
-  // Real ÷ dev at the same count: both ran in every round, back to back, so those rounds pair. None without the real server.
-  const realVsDev = [...results.get(REAL)!].map(([count, r]) => {
-    const d = results.get(DEV)!.get(count)!;
-    return { count, ratio: roundRatio(spread(r.map((x) => x.throughput!)), spread(d.map((x) => x.throughput!))) };
-  });
-  const targets = realVsDev.map(({ count, ratio }) =>
-    ratioTarget(realCase, workerProcesses(count), `≥ ${MIN_REAL_RATIO}× dev server (paired rounds)`, ratio, ratio >= MIN_REAL_RATIO),
-  );
-  if (realVsDev.length > 0) {
+  // Real ÷ dev at the same count: both ran in every round of the pass, back to back, so those rounds pair.
+  const targets = [];
+  for (const pass of passes) {
+    const realVsDev = [...pass.real].map(([count, r]) => ({ count, ratio: roundRatio(spread(r.map((x) => x.throughput!)), spread(pass.dev.get(count)!.map((x) => x.throughput!))) }));
+    targets.push(
+      ...realVsDev.map(({ count, ratio }) => ratioTarget(pass.label, workerProcesses(count), `≥ ${MIN_REAL_RATIO}× dev server (paired rounds)`, ratio, ratio >= MIN_REAL_RATIO)),
+    );
     const parts = realVsDev.map(({ count, ratio }) => `${count}: ${formatRatio(ratio)}`);
-    notes.push(`Real server ÷ dev server, completed/s at the same number of worker processes (median of the per-round ratios; both ran back to back in every round): ${parts.join(', ')}.`);
+    notes.push(
+      `Real server${passes.length > 1 ? ` with ${pass.shards} history shard${pass.shards === 1 ? '' : 's'}` : ''} ÷ dev server, completed/s at the same number of worker processes ` +
+        `(median of the per-round ratios; both ran back to back in every round): ${parts.join(', ')}.`,
+    );
+  }
+  if (passes.length > 1) {
+    notes.push(
+      `The real servers ran one after another, each with the dev server beside it in the same rounds (the dev server's rows hold every pass's rounds); ` +
+        `a shard count's real ÷ dev is its own pass's, so the passes compare through the dev server, not through the clock.`,
+    );
   }
   const cores = os.cpus().length;
-  for (const [server] of results) {
-    for (const count of results.get(server)!.keys()) {
-      const parts = COMPONENTS.map(([key, label]) => ({ label, ms: median(server, count, `cpu:${key}`) })).filter((p) => Number.isFinite(p.ms));
+  const byServer: { server: string; byCount: Map<number, RoundFigures[]> }[] = [
+    { server: DEV, byCount: devResults },
+    ...passes.map((p) => ({ server: passes.length > 1 ? `real server, ${p.shards} shard${p.shards === 1 ? '' : 's'}` : REAL, byCount: p.real })),
+  ];
+  for (const { server, byCount } of byServer) {
+    for (const [count, figures] of byCount) {
+      const parts = COMPONENTS.map(([key, label]) => ({ label, ms: median(figures, `cpu:${key}`) })).filter((p) => Number.isFinite(p.ms));
       const ours = parts.reduce((a, p) => a + p.ms, 0);
-      const machine = median(server, count, 'cpu:machine');
+      const machine = median(figures, 'cpu:machine');
       const top = [...parts].sort((a, b) => b.ms - a.ms)[0];
-      const throughput = median(server, count, 'throughput');
+      const throughput = median(figures, 'throughput');
       notes.push(
         `Where the time goes, ${server}, ${workerProcesses(count)}: CPU ms per completed saga (median of rounds): ` +
           `${parts.map((p) => `${p.label} ${formatNumber(p.ms, 1)}`).join(', ')}; ours ${formatNumber(ours, 1)}; ` +
-          `PostgreSQL backends that exited during the round, of any database (not in the figures before) ${formatNumber(median(server, count, 'cpu:pgExited'), 1)}; ` +
-          `the whole machine ${formatNumber(machine, 1)} (the rest is other work on the machine). The machine was ${formatNumber(median(server, count, 'busy'), 0)}% busy on ${cores} cores; ` +
+          `PostgreSQL backends that exited during the round, of any database (not in the figures before) ${formatNumber(median(figures, 'cpu:pgExited'), 1)}; ` +
+          `the whole machine ${formatNumber(machine, 1)} (the rest is other work on the machine). The machine was ${formatNumber(median(figures, 'busy'), 0)}% busy on ${cores} cores; ` +
           `${cores} cores ÷ ${formatNumber(ours, 1)} ms = ${formatNumber((cores * 1000) / ours, 1)} sagas/s if nothing else ran, against ${formatNumber(throughput, 1)} measured; ` +
           `the largest share: ${top ? `${top.label} (${formatNumber((top.ms / ours) * 100, 0)}%)` : 'n/a'}.`,
       );
     }
   }
   const seconds = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${formatNumber(ms / 1000, 1)} s`);
+  const realStarts = passes.map(
+    (p) =>
+      `the real server${passes.length > 1 ? ` with ${p.shards} shard${p.shards === 1 ? '' : 's'}` : ''} ${seconds(p.timingMs)} ` +
+      `(databases by temporal-sql-tool ${seconds(p.server.timings.databases)}, until it answered ${seconds(p.server.timings.server)}, saga setup ${seconds(p.server.timings.setup)}); `,
+  );
   notes.push(
-    `Start-up, wall time: ` +
-      (real
-        ? `the real server ${seconds(timings.realServerTotal)} (databases by temporal-sql-tool ${seconds(real.timings.databases)}, until it answered ${seconds(real.timings.server)}, saga setup ${seconds(real.timings.setup)}); `
-        : '') +
+    `Start-up, wall time: ${realStarts.join('')}` +
       `worker processes (both servers' fleets at once, each process bundling the workflow code) ${Object.entries(workerStarts)
         .map(([k, v]) => `to ${k} ${seconds(v)}`)
         .join(', ')}. ` +
@@ -249,6 +292,8 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
         .join(', ')}.`,
   );
   if (skipped) notes.push(`Left out: ${skipped}. The target (real server ≥ ${MIN_REAL_RATIO}× the dev server) is not judged in this run.`);
+  const version = passes[0]?.server.version ?? '(left out)';
+  const shardsSaid = `history shards: ${(passes.length > 0 ? passes.map((p) => p.shards) : historyShards).join(', ')}`;
 
   return {
     name: 'scale-out',
@@ -257,8 +302,9 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     method:
       `saga-throughput's closed loop and saga contender: ${inFlight} order sagas in flight from one SagaClient per server, each started through the gate as soon as one ends, ${perRound} per round, each must end COMPLETED; ` +
       `at each count (${workerCounts.join(', ')}) both servers' fleets of src/worker.ts processes (under tsx, DB_POOL_MAX=${workerPoolMax}; SagaClient pool ${clientPoolMax}) are scaled up together, then every round runs both servers back to back, in alternating order. ` +
-      `Dev server: the run's (temporal server start-dev, in-memory SQLite). Real server: go.temporal.io/server ${real?.version ?? '(left out)'} started by the benchmark from scripts/ensure-temporal-server's binaries with stack/temporal/stack.yaml ` +
-      `(every service in one process, 4 history shards, small pools; one task-queue partition) on databases of the run's own (made by temporal-sql-tool, dropped WITH (FORCE)), namespace and search attributes by saga setup. ` +
+      `Dev server: the run's (temporal server start-dev, in-memory SQLite). Real server: go.temporal.io/server ${version} started by the benchmark from scripts/ensure-temporal-server's binaries with stack/temporal/stack.yaml ` +
+      `(every service in one process, ${shardsSaid}, small pools; one task-queue partition) on databases of the run's own (made by temporal-sql-tool, dropped WITH (FORCE)), namespace and search attributes by saga setup` +
+      `${passes.length > 1 ? `; one server per shard count, each started, measured at every count beside the dev server, and stopped before the next (the dev server's fleet starts again from ${workerProcesses(workerCounts[0]!)} each time)` : ''}. ` +
       `Both fleets stay up while the other server is measured (idle pollers; their CPU is in the notes). CPU by process from /proc: the two servers, the fleets' process trees, PostgreSQL backends by database, Redis (INFO cpu), this process (the client and the payment provider), and the whole machine (/proc/stat).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
@@ -270,8 +316,8 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     notes,
     details: {
       settings: sizes.scaleOut,
-      timingsMs: { ...timings, realServer: real?.timings, workerStarts },
-      realServer: real ? { version: real.version, address: real.address, databases: real.databases } : { skipped },
+      timingsMs: { realServers: passes.map((p) => ({ shards: p.shards, total: p.timingMs, ...p.server.timings })), workerStarts },
+      realServers: passes.length > 0 ? passes.map((p) => ({ version: p.server.version, historyShards: p.shards, databases: p.server.databases })) : { skipped },
       peakConnections: peak,
     },
   };

@@ -49,7 +49,9 @@ export interface Sizes {
    * saga worker processes, on the dev server and on a real Temporal server; `workerPoolMax`: the
    * PostgreSQL pool of each worker process (DB_POOL_MAX), `clientPoolMax` that of each SagaClient;
    * `realServer`: `build` builds the server's binaries when missing (scripts/ensure-temporal-server,
-   * minutes once), `if-built` leaves the real server out, saying so, when they are missing.
+   * minutes once), `if-built` leaves the real server out, saying so, when they are missing;
+   * `historyShards`: the real server's shard count, one server after another when there are several
+   * (the stack's 4 unless `--shards` says otherwise).
    */
   scaleOut: {
     rounds: number;
@@ -60,6 +62,7 @@ export interface Sizes {
     workerPoolMax: number;
     clientPoolMax: number;
     realServer: 'build' | 'if-built';
+    historyShards: number[];
   };
   /** Observability overhead: rounds, DUPLICATE requests in flight per case and a round's length, sagas in flight, per round and a round's bound. */
   overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
@@ -89,7 +92,7 @@ const FULL: Sizes = {
   cli: { rounds: 5, callsPerRound: 3 },
   http: { concurrencies: [1, 64], roundMs: 3000 },
   // Two servers × three counts × (warm-up + 3 rounds): 100 sagas a round (about 5 s on an idle machine), at most 20 s.
-  scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build' },
+  scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build', historyShards: [4] },
   overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
   // Under callgrind a process runs some 40× slower: two set-ups take about 100 s side by side.
   traceCost: { rounds: 2, warmup: 4000, answers: 8000 },
@@ -117,7 +120,7 @@ const QUICK: Sizes = {
   http: { concurrencies: [1, 64], roundMs: 500 },
   // A smoke run: 1 and 4 processes only, one saga per lane a round (like the warm-up); most of it is
   // starting 2 × 4 worker processes, each bundling the workflow code.
-  scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built' },
+  scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built', historyShards: [4] },
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
   traceCost: { rounds: 1, warmup: 500, answers: 1000 },
   packaged: { rounds: 2, warmupMs: 300, roundMs: 1000 },
@@ -133,10 +136,15 @@ export interface Options {
   only: BenchmarkName[];
 }
 
-const USAGE = `usage: npm run bench -- [--quick] [--json FILE] [--only NAME[,NAME...]]
+const USAGE = `usage: npm run bench -- [--quick] [--json FILE] [--only NAME[,NAME...]] [--shards N[,N...]]
   --quick        a smoke run (about 3 minutes), smaller rounds; no thresholds are enforced
   --json FILE    also write the JSON results to FILE (always written to bench/results/results.json)
-  --only NAMES   run only these benchmarks: ${BENCHMARKS.join(', ')}`;
+  --only NAMES   run only these benchmarks: ${BENCHMARKS.join(', ')}
+  --shards N     scale-out: the real server's history shards (default 4, the stack's); with several,
+                 one real server after another, each beside the dev server in the same rounds`;
+
+/** The most history shards `--shards` takes: each is a row, a lock and a queue of the server's. */
+const MAX_SHARDS = 1024;
 
 /**
  * Parses `argv` (without node and the script). Prints the usage and exits on --help; exits with
@@ -147,7 +155,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { quick: { type: 'boolean' }, json: { type: 'string' }, only: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { quick: { type: 'boolean' }, json: { type: 'string' }, only: { type: 'string' }, shards: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
       strict: true,
     }));
   } catch (err) {
@@ -165,6 +173,21 @@ export function parseOptions(argv: string[]): Options {
     process.exit(64);
   }
   const mode = values.quick ? 'quick' : 'full';
+  const base = mode === 'quick' ? QUICK : FULL;
+  let sizes = base;
+  if (values.shards !== undefined) {
+    const shards = values.shards.split(',').map((s) => s.trim());
+    const bad = shards.filter((s) => !/^[1-9]\d*$/.test(s) || Number(s) > MAX_SHARDS);
+    if (bad.length > 0 || new Set(shards.map(Number)).size !== shards.length) {
+      process.stderr.write(`bench: --shards takes distinct whole numbers from 1 to ${MAX_SHARDS}, not ${values.shards}\n${USAGE}\n`);
+      process.exit(64);
+    }
+    if (!only.includes('scale-out')) {
+      process.stderr.write(`bench: --shards is an option of scale-out, which this run leaves out\n${USAGE}\n`);
+      process.exit(64);
+    }
+    sizes = { ...base, scaleOut: { ...base.scaleOut, historyShards: shards.map(Number) } };
+  }
   // Always in the order of BENCHMARKS: the Temporal ones scale their workers up, never down.
-  return { mode, sizes: mode === 'quick' ? QUICK : FULL, jsonPath: values.json, only: BENCHMARKS.filter((name) => only.includes(name)) };
+  return { mode, sizes, jsonPath: values.json, only: BENCHMARKS.filter((name) => only.includes(name)) };
 }

@@ -3,7 +3,7 @@
  * (go.temporal.io/server, every service in one process), on two PostgreSQL databases of the run's own
  * (`<run database>_temporal`, `<run database>_visibility`, made by the server's SQL tool as
  * `scripts/stack-up` makes the stack's), with the stack's config (stack/temporal/stack.yaml: 4 history
- * shards, small pools; its dynamic config: one task-queue partition) on free ports, and the namespace
+ * shards unless asked for another count, small pools; its dynamic config: one task-queue partition) on free ports, and the namespace
  * and search attributes made by `saga setup` (src/setup.ts). {@link RealServer.close} stops it, drops
  * the databases `WITH (FORCE)` and removes its config; it is registered for Ctrl-C before anything is made.
  */
@@ -37,6 +37,8 @@ export interface RealServer {
   version: string;
   /** Its two databases. */
   databases: string[];
+  /** Its history shards. */
+  historyShards: number;
   /** Wall time of each start-up step, ms: databases (SQL tool), server (until it answers), setup (namespace, search attributes). */
   timings: Record<string, number>;
   /** Stops the server, drops its databases, removes its config. A second call waits for the first. */
@@ -77,14 +79,30 @@ async function freePorts(count: number): Promise<number[]> {
   return ports;
 }
 
-/** stack/temporal/stack.yaml with the run's databases, PostgreSQL address and ports, and an absolute dynamic-config path. */
-function serverConfig(databaseUrl: URL, databases: { temporal: string; visibility: string }, ports: number[]): string {
-  const doc = parse(readFileSync(path.join(PROJECT_ROOT, 'stack/temporal/stack.yaml'), 'utf8')) as {
-    persistence: { datastores: Record<string, { sql: Record<string, unknown> }> };
-    services: Record<string, { rpc: Record<string, unknown> }>;
-    clusterMetadata: { clusterInformation: { active: Record<string, unknown> } };
-    dynamicConfigClient: { filepath: string };
-  };
+/** The stack's Temporal config, stack/temporal/stack.yaml, as parsed. */
+interface StackConfig {
+  persistence: { numHistoryShards: number; datastores: Record<string, { sql: Record<string, unknown> }> };
+  services: Record<string, { rpc: Record<string, unknown> }>;
+  clusterMetadata: { clusterInformation: { active: Record<string, unknown> } };
+  dynamicConfigClient: { filepath: string };
+}
+
+function stackConfig(): StackConfig {
+  return parse(readFileSync(path.join(PROJECT_ROOT, 'stack/temporal/stack.yaml'), 'utf8')) as StackConfig;
+}
+
+/** The stack's history shard count (stack/temporal/stack.yaml), the real server's unless a run asks for another. */
+export function stackHistoryShards(): number {
+  return stackConfig().persistence.numHistoryShards;
+}
+
+/**
+ * stack/temporal/stack.yaml with the run's databases, PostgreSQL address, ports and shard count, and
+ * an absolute dynamic-config path.
+ */
+function serverConfig(databaseUrl: URL, databases: { temporal: string; visibility: string }, ports: number[], historyShards: number): string {
+  const doc = stackConfig();
+  doc.persistence.numHistoryShards = historyShards;
   const stores = { 'postgres-default': databases.temporal, 'postgres-visibility': databases.visibility };
   for (const [store, database] of Object.entries(stores)) {
     const sql = doc.persistence.datastores[store]?.sql;
@@ -123,10 +141,19 @@ export interface StartOptions {
   onCleanup: (close: () => Promise<void>) => void;
   /** Namespace to make (retention a day). @default 'default' */
   namespace?: string;
+  /** History shards, fixed in its databases at the first start. @default the stack's ({@link stackHistoryShards}) */
+  historyShards?: number;
 }
 
 /** Makes the databases, starts the server, waits until it answers, and runs `saga setup --create-namespace`. */
-export async function startRealServer({ config, progress, binaries, onCleanup, namespace = 'default' }: StartOptions): Promise<RealServer> {
+export async function startRealServer({
+  config,
+  progress,
+  binaries,
+  onCleanup,
+  namespace = 'default',
+  historyShards = stackHistoryShards(),
+}: StartOptions): Promise<RealServer> {
   const databaseUrl = new URL(config.db.url);
   const runDatabase = databaseUrl.pathname.slice(1);
   const databases = { temporal: `${runDatabase}_temporal`, visibility: `${runDatabase}_visibility` };
@@ -178,9 +205,9 @@ export async function startRealServer({ config, progress, binaries, onCleanup, n
     t0 = performance.now();
     const ports = await freePorts(9);
     mkdirSync(path.join(dir, 'config'));
-    writeFileSync(path.join(dir, 'config', 'bench.yaml'), serverConfig(databaseUrl, databases, ports));
+    writeFileSync(path.join(dir, 'config', 'bench.yaml'), serverConfig(databaseUrl, databases, ports, historyShards));
     const address = `127.0.0.1:${ports[0]}`;
-    progress.update(`real Temporal server: starting ${path.basename(binaries.server)} on ${address} (4 history shards)`);
+    progress.update(`real Temporal server: starting ${path.basename(binaries.server)} on ${address} (${historyShards} history shard${historyShards === 1 ? '' : 's'})`);
     const proc = spawn(binaries.server, ['--root', dir, '--config', 'config', '--env', 'bench', '--allow-no-auth', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
     const output = outputTail(proc);
@@ -217,6 +244,7 @@ export async function startRealServer({ config, progress, binaries, onCleanup, n
       pid: proc.pid!,
       version: /-(v[\d.]+)$/.exec(path.basename(binaries.server))?.[1] ?? path.basename(binaries.server),
       databases: Object.values(databases),
+      historyShards,
       timings,
       close,
     };
