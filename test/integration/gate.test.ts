@@ -664,13 +664,17 @@ describe('a retry of a key whose saga was terminated after it registered its ent
   it('answers TERMINATED, and status reads it with no worker running', async () => {
     const cart = order({ simulate: { stepDelayMs: 5000 } });
     const key = `terminated-late-${randomUUID()}`;
-    const first = await h.client.start('order', cart, { idempotencyKey: key });
+    // A lease longer than the worker below takes to start. With the tests' 3 s one, a worker that
+    // started late on a loaded machine found the gate's lease gone and reserved again, as a saga must,
+    // and the retry then answered, rightly, with the saga's new token instead of the first answer's.
+    const client = h.newClient({ leaseMs: 60_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 10_000 });
+    const first = await client.start('order', cart, { idempotencyKey: key });
     await withWorker(async () => {
       await eventually(() => h.client.status(first.workflowId), (s) => s.state.phase === 'RUNNING_STEPS', 'the saga to run its steps');
       await h.client.temporal.workflow.getHandle(first.workflowId).terminate('an operator stops it');
     });
 
-    const retry = await h.client.start('order', cart, { idempotencyKey: key });
+    const retry = await client.start('order', cart, { idempotencyKey: key });
     const status = await h.client.status(first.workflowId);
 
     expect(retry).toEqual({ ...first, outcome: 'TERMINATED', replayed: true });
