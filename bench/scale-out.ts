@@ -16,7 +16,7 @@ import { formatNumber, formatRatio, latencyColumns, ratioTarget, roundRatio, typ
 import { runRounds, type BenchContext, type RoundFigures } from './lib/rounds';
 import { spread } from './lib/stats';
 import { closedLoopContender, completeOrderSaga } from './lib/temporal-load';
-import { serverBinaries, startRealServer, type RealServer } from './lib/temporal-server';
+import { serverBinaries, shardsOf, stackHistoryShards, startRealServer, type RealServer } from './lib/temporal-server';
 import { WorkerFleet, workerProcesses } from './lib/workers';
 import { sagaTypesFor } from '../test/fixtures/orders';
 
@@ -92,9 +92,8 @@ function connectionSampler(config: Config, databasePrefix: string): { stop: () =
   };
 }
 
-/** One real server's measurements: its shard count, version, and each count's rounds beside the dev server's of the same rounds. */
+/** One real server's measurements (its shard count and version in `server`), each count's rounds beside the dev server's of the same rounds. */
 interface RealPass {
-  shards: number;
   server: RealServer;
   /** Its case in the table, e.g. `real server (v1.29.1, PostgreSQL, 4 shards)`. */
   label: string;
@@ -117,6 +116,9 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     skipped = `the Temporal server's binaries are not built (${binaries.missing}): the real server's rows are left out of this run`;
     progress.log(`scale-out: ${skipped}`);
   }
+  // One real server per shard count, one after another; without the binaries, none.
+  const shardCounts = 'missing' in binaries ? [] : (historyShards ?? [stackHistoryShards()]);
+  const several = shardCounts.length > 1;
 
   const runDatabase = new URL(config.db.url).pathname.slice(1);
   const devConfig = fleetConfig(config, 'scale-dev', workerPoolMax);
@@ -152,8 +154,8 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     const devClient = await SagaClient.connect({ sagas: sagaTypesFor(devFleet.sagaConfig), config: { ...devFleet.sagaConfig, db: { ...devFleet.sagaConfig.db, poolMax: clientPoolMax } } });
     clients.push(devClient);
     const devContender = closedLoopContender(DEV, meter, load, () => completeOrderSaga(devClient, `scale-out (${DEV})`));
-    // Without the binaries, one pass of the dev server alone.
-    for (const [i, shards] of ('missing' in binaries ? [undefined] : historyShards).entries()) {
+    // Without a real server, one pass of the dev server alone.
+    for (const [i, shards] of (shardCounts.length > 0 ? shardCounts : [undefined]).entries()) {
       const contenders = [devContender];
       let pass: RealPass | undefined;
       let realClient: SagaClient | undefined;
@@ -163,12 +165,12 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
           // The saga workers' task queue, for the purge schedule setup makes (as the stack's setup does for its workers).
           const queue = `${config.temporal.taskQueue}-scale-real-saga`;
           real = await startRealServer({ config: { ...config, temporal: { ...config.temporal, taskQueue: queue } }, progress, binaries, onCleanup, historyShards: shards });
-          const label = `real server (${real.version}, PostgreSQL, ${shards} shard${shards === 1 ? '' : 's'})`;
-          pass = { shards, server: real, label, real: new Map(), dev: new Map(), timingMs: performance.now() - t0 };
+          const label = `real server (${real.version}, PostgreSQL, ${shardsOf(shards)})`;
+          pass = { server: real, label, real: new Map(), dev: new Map(), timingMs: performance.now() - t0 };
           passes.push(pass);
           realFleet = new WorkerFleet(fleetConfig(config, 'scale-real', workerPoolMax, { address: real.address, namespace: real.namespace }), progress, {
             bare: false,
-            label: `on the real server (${shards} shard${shards === 1 ? '' : 's'})`,
+            label: `on the real server (${shardsOf(shards)})`,
           });
           const fleet = realFleet;
           onCleanup(() => fleet.stopAll());
@@ -183,7 +185,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
           // Both fleets grow together (their processes bundle the workflow code in parallel), then both are measured in every round.
           const t0 = performance.now();
           await Promise.all(fleets.map((fleet) => fleet.scaleTo(count)));
-          const which = `${workerProcesses(count)}${historyShards.length > 1 && pass ? `, real server with ${pass.shards} shard${pass.shards === 1 ? '' : 's'}` : ''}`;
+          const which = `${workerProcesses(count)}${several && shards !== undefined ? `, real server with ${shardsOf(shards)}` : ''}`;
           workerStarts[which] = performance.now() - t0;
           const byContender = await runRounds(contenders, rounds, progress, `scale-out ${which}`);
           const dev = byContender.get(DEV)!;
@@ -243,11 +245,11 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     );
     const parts = realVsDev.map(({ count, ratio }) => `${count}: ${formatRatio(ratio)}`);
     notes.push(
-      `Real server${passes.length > 1 ? ` with ${pass.shards} history shard${pass.shards === 1 ? '' : 's'}` : ''} ÷ dev server, completed/s at the same number of worker processes ` +
+      `Real server${several ? ` with ${shardsOf(pass.server.historyShards)}` : ''} ÷ dev server, completed/s at the same number of worker processes ` +
         `(median of the per-round ratios; both ran back to back in every round): ${parts.join(', ')}.`,
     );
   }
-  if (passes.length > 1) {
+  if (several) {
     notes.push(
       `The real servers ran one after another, each with the dev server beside it in the same rounds (the dev server's rows hold every pass's rounds); ` +
         `a shard count's real ÷ dev is its own pass's, so the passes compare through the dev server, not through the clock.`,
@@ -256,7 +258,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
   const cores = os.cpus().length;
   const byServer: { server: string; byCount: Map<number, RoundFigures[]> }[] = [
     { server: DEV, byCount: devResults },
-    ...passes.map((p) => ({ server: passes.length > 1 ? `real server, ${p.shards} shard${p.shards === 1 ? '' : 's'}` : REAL, byCount: p.real })),
+    ...passes.map((p) => ({ server: several ? `real server, ${shardsOf(p.server.historyShards)}` : REAL, byCount: p.real })),
   ];
   for (const { server, byCount } of byServer) {
     for (const [count, figures] of byCount) {
@@ -278,7 +280,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
   const seconds = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${formatNumber(ms / 1000, 1)} s`);
   const realStarts = passes.map(
     (p) =>
-      `the real server${passes.length > 1 ? ` with ${p.shards} shard${p.shards === 1 ? '' : 's'}` : ''} ${seconds(p.timingMs)} ` +
+      `the real server${several ? ` with ${shardsOf(p.server.historyShards)}` : ''} ${seconds(p.timingMs)} ` +
       `(databases by temporal-sql-tool ${seconds(p.server.timings.databases)}, until it answered ${seconds(p.server.timings.server)}, saga setup ${seconds(p.server.timings.setup)}); `,
   );
   notes.push(
@@ -293,7 +295,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
   );
   if (skipped) notes.push(`Left out: ${skipped}. The target (real server ≥ ${MIN_REAL_RATIO}× the dev server) is not judged in this run.`);
   const version = passes[0]?.server.version ?? '(left out)';
-  const shardsSaid = `history shards: ${(passes.length > 0 ? passes.map((p) => p.shards) : historyShards).join(', ')}`;
+  const shardsSaid = `history shards: ${shardCounts.length > 0 ? shardCounts.join(', ') : '(left out)'}`;
 
   return {
     name: 'scale-out',
@@ -304,7 +306,7 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
       `at each count (${workerCounts.join(', ')}) both servers' fleets of src/worker.ts processes (under tsx, DB_POOL_MAX=${workerPoolMax}; SagaClient pool ${clientPoolMax}) are scaled up together, then every round runs both servers back to back, in alternating order. ` +
       `Dev server: the run's (temporal server start-dev, in-memory SQLite). Real server: go.temporal.io/server ${version} started by the benchmark from scripts/ensure-temporal-server's binaries with stack/temporal/stack.yaml ` +
       `(every service in one process, ${shardsSaid}, small pools; one task-queue partition) on databases of the run's own (made by temporal-sql-tool, dropped WITH (FORCE)), namespace and search attributes by saga setup` +
-      `${passes.length > 1 ? `; one server per shard count, each started, measured at every count beside the dev server, and stopped before the next (the dev server's fleet starts again from ${workerProcesses(workerCounts[0]!)} each time)` : ''}. ` +
+      `${several ? `; one server per shard count, each started, measured at every count beside the dev server, and stopped before the next (the dev server's fleet starts again from ${workerProcesses(workerCounts[0]!)} each time)` : ''}. ` +
       `Both fleets stay up while the other server is measured (idle pollers; their CPU is in the notes). CPU by process from /proc: the two servers, the fleets' process trees, PostgreSQL backends by database, Redis (INFO cpu), this process (the client and the payment provider), and the whole machine (/proc/stat).`,
     columns: [
       { metric: 'throughput', label: 'completed/s', better: 'higher', digits: 1 },
@@ -316,8 +318,8 @@ export async function scaleOut({ config, sizes, progress, workers, onCleanup }: 
     notes,
     details: {
       settings: sizes.scaleOut,
-      timingsMs: { realServers: passes.map((p) => ({ shards: p.shards, total: p.timingMs, ...p.server.timings })), workerStarts },
-      realServers: passes.length > 0 ? passes.map((p) => ({ version: p.server.version, historyShards: p.shards, databases: p.server.databases })) : { skipped },
+      timingsMs: { realServers: passes.map((p) => ({ historyShards: p.server.historyShards, total: p.timingMs, ...p.server.timings })), workerStarts },
+      realServers: passes.length > 0 ? passes.map((p) => ({ version: p.server.version, historyShards: p.server.historyShards, databases: p.server.databases })) : { skipped },
       peakConnections: peak,
     },
   };

@@ -50,8 +50,8 @@ export interface Sizes {
    * PostgreSQL pool of each worker process (DB_POOL_MAX), `clientPoolMax` that of each SagaClient;
    * `realServer`: `build` builds the server's binaries when missing (scripts/ensure-temporal-server,
    * minutes once), `if-built` leaves the real server out, saying so, when they are missing;
-   * `historyShards`: the real server's shard count, one server after another when there are several
-   * (the stack's 4 unless `--shards` says otherwise).
+   * `historyShards`: the real server's shard counts, one server after another when there are several
+   * (`--shards`; unset, the stack's count, stack/temporal/stack.yaml).
    */
   scaleOut: {
     rounds: number;
@@ -62,7 +62,7 @@ export interface Sizes {
     workerPoolMax: number;
     clientPoolMax: number;
     realServer: 'build' | 'if-built';
-    historyShards: number[];
+    historyShards?: number[];
   };
   /** Observability overhead: rounds, DUPLICATE requests in flight per case and a round's length, sagas in flight, per round and a round's bound. */
   overhead: { rounds: number; duplicateConcurrencies: number[]; duplicateRoundMs: number; sagaInFlight: number; sagasPerRound: number; sagaRoundMs: number };
@@ -92,7 +92,7 @@ const FULL: Sizes = {
   cli: { rounds: 5, callsPerRound: 3 },
   http: { concurrencies: [1, 64], roundMs: 3000 },
   // Two servers × three counts × (warm-up + 3 rounds): 100 sagas a round (about 5 s on an idle machine), at most 20 s.
-  scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build', historyShards: [4] },
+  scaleOut: { rounds: 3, workerCounts: [1, 2, 4], perRound: 100, inFlight: 30, roundMs: 20_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'build' },
   overhead: { rounds: 5, duplicateConcurrencies: [1, 32], duplicateRoundMs: 2000, sagaInFlight: 16, sagasPerRound: 32, sagaRoundMs: 30_000 },
   // Under callgrind a process runs some 40× slower: two set-ups take about 100 s side by side.
   traceCost: { rounds: 2, warmup: 4000, answers: 8000 },
@@ -120,7 +120,7 @@ const QUICK: Sizes = {
   http: { concurrencies: [1, 64], roundMs: 500 },
   // A smoke run: 1 and 4 processes only, one saga per lane a round (like the warm-up); most of it is
   // starting 2 × 4 worker processes, each bundling the workflow code.
-  scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built', historyShards: [4] },
+  scaleOut: { rounds: 1, workerCounts: [1, 4], perRound: 12, inFlight: 12, roundMs: 15_000, workerPoolMax: 3, clientPoolMax: 5, realServer: 'if-built' },
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
   traceCost: { rounds: 1, warmup: 500, answers: 1000 },
   packaged: { rounds: 2, warmupMs: 300, roundMs: 1000 },

@@ -96,6 +96,11 @@ export function stackHistoryShards(): number {
   return stackConfig().persistence.numHistoryShards;
 }
 
+/** `1 shard`, `4 shards`. */
+export function shardsOf(count: number): string {
+  return `${count} shard${count === 1 ? '' : 's'}`;
+}
+
 /**
  * stack/temporal/stack.yaml with the run's databases, PostgreSQL address, ports and shard count, and
  * an absolute dynamic-config path.
@@ -207,7 +212,7 @@ export async function startRealServer({
     mkdirSync(path.join(dir, 'config'));
     writeFileSync(path.join(dir, 'config', 'bench.yaml'), serverConfig(databaseUrl, databases, ports, historyShards));
     const address = `127.0.0.1:${ports[0]}`;
-    progress.update(`real Temporal server: starting ${path.basename(binaries.server)} on ${address} (${historyShards} history shard${historyShards === 1 ? '' : 's'})`);
+    progress.update(`real Temporal server: starting ${path.basename(binaries.server)} on ${address} (${shardsOf(historyShards)})`);
     const proc = spawn(binaries.server, ['--root', dir, '--config', 'config', '--env', 'bench', '--allow-no-auth', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
     const output = outputTail(proc);
