@@ -1,8 +1,11 @@
 --[[ free: end the "entity exists" marker, only when it records the caller's token (compensation).
 
 KEYS[1]  <prefix>e{<tag>}   entity_exists
+KEYS[2]  <prefix>d{<tag>}   ended: the session tags of sagas that ended holding their key's answer
 ARGV[1]  the caller's token
 ARGV[2]  TTL in milliseconds of a tombstone written where no marker of this token was, or '0' for none
+ARGV[3]  the caller's session tag to add to ended (its saga ends undone: see reserve.lua), or ''
+ARGV[4]  how long ended lives from now, in milliseconds (with ARGV[3])
 
 Replies
   {'FREED'}       entity_exists recorded this token (as <sessionId>:<token>, or bare); it now holds the
@@ -14,7 +17,14 @@ Needs Redis >= 6.0 (KEEPTTL). ]]
 
 -- greater(a, b): from lua/lib/tokens.lua, put in front of this script by src/rms/scripts.ts.
 
-local exists, tombstoneTtlMs = KEYS[1], ARGV[2]
+local exists, ended, tombstoneTtlMs = KEYS[1], KEYS[2], ARGV[2]
+
+--[[ Recorded before the marker goes, in the same step: freed first, another request could create the
+     entity before the tag is added, and a retry of this saga's key would be answered DUPLICATE. ]]
+if ARGV[3] ~= '' then
+  redis.call('SADD', ended, ARGV[3])
+  redis.call('PEXPIRE', ended, ARGV[4])
+end
 
 -- Writes the tombstone of `token` with the configured retention (none when '0').
 local function tombstone(token)

@@ -4,15 +4,23 @@ KEYS[1]  <prefix>p{<tag>}   processing: the lease, value <sessionId>:<token>, TT
 KEYS[2]  <prefix>e{<tag>}   entity_exists: set once the entity exists: <sessionId>:<token> of its saga
                             (a bare <token> when it was written before owners were kept);
                             {freed}:<token> once its saga freed it, which is no entity
+KEYS[3]  <prefix>d{<tag>}   ended: a set of the session tags of sagas that ended holding their key's
+                            answer without holding the marker or the lease (see release.lua)
 ARGV[1]  session id (validated by the caller: no ':', braces or whitespace)
 ARGV[2]  lease in milliseconds (positive integer)
+ARGV[3]  the session's tag to look up in ended, or '' not to look (the saga's own reservation)
 
 Replies
+  {'ENDED'}                           the session's saga ended here: its key is answered from that
+                                      saga, whoever holds the intent now; nothing changed
   {'DUPLICATE', marker}               entity_exists is set; marker is its value, so a caller can tell
                                       its own saga's entity (a retry of the same request) from another's
   {'CONFLICT', retryAfterMs}          another session holds the lease; retryAfterMs = its PTTL
-  {'SUCCESS', token, expiresAtMs, 0}  lease taken with a new token
-  {'SUCCESS', token, expiresAtMs, 1}  this session already holds it (a retry of the same saga): the
+  {'SUCCESS', token, expiresAtMs, 0, n}
+                                      lease taken with a new token; n = how many sessions ended
+                                      holds (the gate compares it with PostgreSQL's record)
+  {'SUCCESS', token, expiresAtMs, 1, n}
+                                      this session already holds it (a retry of the same saga): the
                                       same token and the current expiry, the lease is not lengthened
                                       (extending is extend's job)
   error 'RMS_CORRUPT ...'             entity_exists holds a tombstone that names no token
@@ -32,8 +40,16 @@ Needs Redis >= 5 (effects replication: TIME before a write). ]]
 -- greater, increment, MAX_TOKEN, serverNow, tokenAbove: from lua/lib/tokens.lua, put in front of this
 -- script by src/rms/scripts.ts.
 
-local processing, exists = KEYS[1], KEYS[2]
-local session, leaseMs = ARGV[1], ARGV[2]
+local processing, exists, ended = KEYS[1], KEYS[2], KEYS[3]
+local session, leaseMs, ownTag = ARGV[1], ARGV[2], ARGV[3]
+
+--[[ First the key's own saga: once it ended, its retry is answered from it, not from whoever took
+     the intent since (another request's entity or lease would answer DUPLICATE or CONFLICT):
+       K1: reserve, compensate, free       K2: reserve, create the entity
+       K1 again: DUPLICATE                 (a lie: K1's saga ran, and ended COMPENSATED) ]]
+if ownTag ~= '' and redis.call('SISMEMBER', ended, ownTag) == 1 then
+  return {'ENDED'}
+end
 
 local marker = redis.call('GET', exists)
 -- A tombstone ({freed}:<token>, see free.lua) is no entity, but its token is the last one issued.
@@ -59,7 +75,7 @@ if holder then
   if remaining < 0 then remaining = 0 end -- never stored without a TTL; don't report a negative wait
   local holderSession, holderToken = string.match(holder, '^([^:]+):(%d+)$')
   if holderSession == session then
-    return {'SUCCESS', holderToken, nowMs + remaining, 1}
+    return {'SUCCESS', holderToken, nowMs + remaining, 1, redis.call('SCARD', ended)}
   end
   return {'CONFLICT', remaining}
 end
@@ -70,4 +86,4 @@ if greater(token, MAX_TOKEN) then
 end
 
 redis.call('SET', processing, session .. ':' .. token, 'PX', leaseMs)
-return {'SUCCESS', token, nowMs + tonumber(leaseMs), 0}
+return {'SUCCESS', token, nowMs + tonumber(leaseMs), 0, redis.call('SCARD', ended)}

@@ -7,11 +7,11 @@
 import type { Client, Connection, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
-import { loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
+import { DEFAULT_PICKUP_LEASE_MS, loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
 import { createPool } from './db/pool';
 import { lockEntity, reserveIntent, undoEntity, type GateAnswer } from './gate';
 import type { SagaMetrics } from './metrics';
-import { Rms, sessionTag, type AdmitResult } from './rms';
+import { MAX_LEASE_MS, Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
 import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
@@ -65,6 +65,17 @@ export interface SagaClientOptions {
   intentSecret: Uint8Array;
   /** How long a marker the gate's read-repair writes lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /**
+   * The lease the gate takes for a saga it answers SUCCESS, held until a worker runs the saga's write
+   * (PICKUP_LEASE_MS): no other request for the intent is told SUCCESS while the saga waits for a
+   * worker. At least `timings.leaseMs`. @default the larger of {@link DEFAULT_PICKUP_LEASE_MS} and `timings.leaseMs`
+   */
+  pickupLeaseMs?: number;
+  /**
+   * How long an ended saga's record, which answers its key's retries, is kept when the gate restores
+   * it in Redis (IDEMPOTENCY_RETENTION_MS, the workers' own). @default DEFAULT_KEY_RETENTION_MS
+   */
+  keyRetentionMs?: number;
   /** Counts the gate's answers, their latency, the leases it takes and its read-repairs. @default none */
   metrics?: SagaMetrics;
   /**
@@ -226,6 +237,10 @@ export class SagaClient {
   /** @throws TypeError for timings a worker would refuse (see TIMING_BOUNDS). */
   constructor(options: SagaClientOptions, close?: () => Promise<void>) {
     checkSagaTimings(options.timings);
+    const { pickupLeaseMs } = options;
+    if (pickupLeaseMs !== undefined && !(Number.isSafeInteger(pickupLeaseMs) && pickupLeaseMs >= options.timings.leaseMs && pickupLeaseMs <= MAX_LEASE_MS)) {
+      throw new TypeError(`SagaClient pickupLeaseMs: must be a whole number of milliseconds from timings.leaseMs (${options.timings.leaseMs}) to ${MAX_LEASE_MS} (got ${pickupLeaseMs})`);
+    }
     checkOwner(options.owner ?? DEFAULT_OWNER, 'SagaClient owner');
     this.#options = options;
     this.#close = close;
@@ -271,6 +286,8 @@ export class SagaClient {
         types,
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
+        pickupLeaseMs: config.pickupLeaseMs,
+        keyRetentionMs: config.idempotencyRetentionMs,
         metrics: options.metrics,
         ...(options.owner === undefined ? {} : { owner: options.owner }),
       },
@@ -433,31 +450,55 @@ export class SagaClient {
    * own saga, runs `underSpan`: the saga's start carries the answer's trace on.
    */
   async #startOnce(input: GateRequest, workflowId: string, underSpan: UnderSpan): Promise<GateReply> {
-    const { rms, pool } = this.#options;
     const sessionId = sagaSessionId(this.#namespace, workflowId);
     const def = sagaDefinition(input.type, this.#options.types);
-    const { table, scope } = def;
-    const deps = { rms, pool, existsTtlMs: this.#options.existsTtlMs, metrics: this.#options.metrics };
-    const request = { table, intentKey: input.intentKey, sessionId, leaseMs: input.timings.leaseMs };
-    let gate: GateAnswer;
-    if (input.operation && isEntityOperation(def)) {
-      // An operation on an existing entity takes the entity's lock instead: its owner's only.
-      const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
-      if (locked.status === 'NOT_FOUND') {
-        // Named as the caller named it (an id of an earlier version is not answered with its new one).
-        throw new SagaInputError(entityNotFound(scope, def.entity(input.payload), input.type), ErrorType.ENTITY_NOT_FOUND);
-      }
-      gate = locked;
-    } else {
-      gate = await reserveIntent(deps, { ...request, ...(input.legacyIntentKey === undefined ? {} : { legacyIntentKey: input.legacyIntentKey }) });
+    const gate = await this.#gate(input, sessionId, def, true);
+    if (gate.status === 'CONFLICT') {
+      // A saga that waits for a worker holds the pickup lease; its write soon holds the lease alone.
+      return this.#rejected({ status: 'CONFLICT', retryAfterMs: Math.min(gate.retryAfterMs, input.timings.leaseMs) });
     }
-    if (gate.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: gate.retryAfterMs });
     if (gate.status === 'DUPLICATE' && gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
-    return underSpan(() => this.#startSaga(input, workflowId, sessionId, def, gate));
+    return underSpan(async () => {
+      if (gate.status !== 'ENDED') return this.#startSaga(input, workflowId, sessionId, def, gate);
+      // The key's saga ended here: answered from it, whoever holds the intent now.
+      try {
+        return await this.#answerOfExisting(input, workflowId, sessionId, gate);
+      } catch (err) {
+        const { WorkflowNotFoundError } = await temporalClientLibrary();
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      // Temporal no longer keeps it (its retention is shorter than the key's record): a new request.
+      const again = await this.#gate(input, sessionId, def, false);
+      if (again.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: Math.min(again.retryAfterMs, input.timings.leaseMs) });
+      if (again.status === 'DUPLICATE' && again.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
+      if (again.status === 'ENDED') throw new Error(`SagaClient.start: the gate answered ENDED unasked for ${workflowId}`);
+      return this.#startSaga(input, workflowId, sessionId, def, again);
+    });
+  }
+
+  /**
+   * The gate of one start: the intent's reservation, or an operation's entity lock (its owner's
+   * only), taken for the pickup lease; with `answerEnded`, ENDED first when the key's saga ended here.
+   */
+  async #gate(input: GateRequest, sessionId: string, def: SagaType<unknown>, answerEnded: boolean): Promise<GateAnswer> {
+    const { rms, pool, existsTtlMs, keyRetentionMs, metrics } = this.#options;
+    const deps = { rms, pool, existsTtlMs, keyRetentionMs, metrics };
+    const { table, scope } = def;
+    const leaseMs = this.#options.pickupLeaseMs ?? Math.max(DEFAULT_PICKUP_LEASE_MS, input.timings.leaseMs);
+    const request = { table, intentKey: input.intentKey, sessionId, leaseMs, answerEnded };
+    if (!(input.operation && isEntityOperation(def))) {
+      return reserveIntent(deps, { ...request, ...(input.legacyIntentKey === undefined ? {} : { legacyIntentKey: input.legacyIntentKey }) });
+    }
+    const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
+    if (locked.status === 'NOT_FOUND') {
+      // Named as the caller named it (an id of an earlier version is not answered with its new one).
+      throw new SagaInputError(entityNotFound(scope, def.entity(input.payload), input.type), ErrorType.ENTITY_NOT_FOUND);
+    }
+    return locked;
   }
 
   /** After the gate: the saga started (its SUCCESS), or the answer of the key's own saga (a DUPLICATE of it, or one already started). */
-  async #startSaga(input: GateRequest, workflowId: string, sessionId: string, def: SagaType<unknown>, gate: Exclude<GateAnswer, { status: 'CONFLICT' }>): Promise<GateReply> {
+  async #startSaga(input: GateRequest, workflowId: string, sessionId: string, def: SagaType<unknown>, gate: Extract<GateAnswer, { status: 'SUCCESS' | 'DUPLICATE' }>): Promise<GateReply> {
     // The entity is this key's own saga's: a retry of a request that already succeeded.
     if (gate.status === 'DUPLICATE') return this.#answerOfExisting(input, workflowId, sessionId, gate);
     // Limits are counted only for what would start a saga: a DUPLICATE or a CONFLICT never pays for them.
@@ -504,7 +545,11 @@ export class SagaClient {
       const { WorkflowExecutionAlreadyStartedError } = await temporalClientLibrary();
       if (err instanceof WorkflowExecutionAlreadyStartedError) return this.#answerOfExisting(input, workflowId, sessionId, gate, counted);
       // The start may have landed with its reply lost: the lease and the count are left to the saga,
-      // or to expire (the count after its hold: see SagaDefinition.limits).
+      // or to expire (the count after its hold: see SagaDefinition.limits). The caller was told no
+      // SUCCESS, so a lease this call took keeps only the saga's own length, not the pickup lease.
+      if (!gate.alreadyHeld) {
+        await this.#options.rms.extend({ intent: input.intentKey, sessionId, fencingToken: gate.fencingToken, leaseMs: input.timings.leaseMs }).catch(() => undefined);
+      }
       throw err;
     }
   }

@@ -18,8 +18,15 @@ export class ConfigError extends Error {
 
 const MAX_LEASE_MS = 24 * 60 * 60 * 1000;
 
-const positiveMs = (fallback: number, max = MAX_LEASE_MS) =>
-  z.coerce.number().int('must be a whole number of milliseconds').positive('must be > 0').max(max).default(fallback);
+const wholeMs = (max: number) => z.coerce.number().int('must be a whole number of milliseconds').positive('must be > 0').max(max);
+
+const positiveMs = (fallback: number, max = MAX_LEASE_MS) => wholeMs(max).default(fallback);
+
+/** A duration whose default depends on another variable's (filled in by loadConfig). */
+const optionalPositiveMs = wholeMs(MAX_LEASE_MS).optional();
+
+/** PICKUP_LEASE_MS when unset, unless LEASE_MS is longer: 5 minutes. */
+export const DEFAULT_PICKUP_LEASE_MS = 300_000;
 
 const url = (protocols: readonly string[], fallback: string) =>
   z
@@ -102,6 +109,14 @@ const envSchema = z.object({
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: positiveMs(30_000, 50_000),
   /** Lease of a reservation; extended by every heartbeat of the fenced write. @default 30000 */
   LEASE_MS: positiveMs(30_000),
+  /**
+   * The lease the gate takes for a saga it answers SUCCESS, held until a worker runs the saga's
+   * write (whose heartbeats then keep LEASE_MS): while no worker has picked the saga up (every worker
+   * down, a deploy, a crash loop), no other request for its intent is told SUCCESS, only CONFLICT.
+   * Past it the saga may lose its intent to another request and end REJECTED (see docs/http.md).
+   * At least LEASE_MS. @default 300000 (5 minutes), or LEASE_MS when that is longer
+   */
+  PICKUP_LEASE_MS: optionalPositiveMs,
   /** How often the fenced write heartbeats (and so extends the lease). @default 5000 */
   HEARTBEAT_INTERVAL_MS: positiveMs(5_000),
   /** Temporal heartbeat timeout of the fenced write. @default 15000 */
@@ -196,6 +211,8 @@ export interface Config {
   redis: { url: string; clusterNodes?: { host: string; port: number }[]; keyPrefix: string; commandTimeoutMs: number };
   db: { url: string; poolMax: number; statementTimeoutMs: number; connectTimeoutMs: number; idleInTransactionTimeoutMs: number };
   saga: { leaseMs: number; heartbeatIntervalMs: number; heartbeatTimeoutMs: number };
+  /** The gate's lease while a saga waits for a worker (PICKUP_LEASE_MS): at least `saga.leaseMs`. */
+  pickupLeaseMs: number;
   /** TTL of the `entity_exists` markers; undefined: none (ENTITY_EXISTS_TTL_MS=0). */
   entityExistsTtlMs?: number;
   /** Retention of the step idempotency records (IDEMPOTENCY_RETENTION_MS). */
@@ -261,6 +278,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!(e.HEARTBEAT_TIMEOUT_MS < e.LEASE_MS)) {
     throw new ConfigError('HEARTBEAT_TIMEOUT_MS', `must be below LEASE_MS (${e.LEASE_MS})`);
   }
+  if (e.PICKUP_LEASE_MS !== undefined && e.PICKUP_LEASE_MS < e.LEASE_MS) {
+    throw new ConfigError('PICKUP_LEASE_MS', `must be at least LEASE_MS (${e.LEASE_MS})`);
+  }
   if ((e.TEMPORAL_TLS_CERT_PATH === undefined) !== (e.TEMPORAL_TLS_KEY_PATH === undefined)) {
     throw new ConfigError('TEMPORAL_TLS_CERT_PATH', 'TEMPORAL_TLS_CERT_PATH and TEMPORAL_TLS_KEY_PATH go together');
   }
@@ -303,6 +323,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
       heartbeatTimeoutMs: e.HEARTBEAT_TIMEOUT_MS,
     },
+    pickupLeaseMs: e.PICKUP_LEASE_MS ?? Math.max(DEFAULT_PICKUP_LEASE_MS, e.LEASE_MS),
     simulations: e.SAGA_SIMULATIONS,
     entityExistsTtlMs: e.ENTITY_EXISTS_TTL_MS === 0 ? undefined : e.ENTITY_EXISTS_TTL_MS,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION_MS,
@@ -434,6 +455,7 @@ export function configEnv(config: Config): Record<(typeof CONFIG_VARIABLES)[numb
     LEASE_MS: String(saga.leaseMs),
     HEARTBEAT_INTERVAL_MS: String(saga.heartbeatIntervalMs),
     HEARTBEAT_TIMEOUT_MS: String(saga.heartbeatTimeoutMs),
+    PICKUP_LEASE_MS: String(config.pickupLeaseMs),
     ENTITY_EXISTS_TTL_MS: String(config.entityExistsTtlMs ?? 0),
     IDEMPOTENCY_RETENTION_MS: String(config.idempotencyRetentionMs),
     SAGA_SIMULATIONS: simulations ? 'true' : 'false',

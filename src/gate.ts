@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import type { FencedTable, TransitionResult } from './db';
+import { endedSessions, recordEndedSession } from './db/ended-sessions';
 import type { ClaimableRow } from './db/fenced-table';
 import { isRowId } from './db/fenced-table';
 import type { SagaMetrics } from './metrics';
@@ -21,7 +22,13 @@ export type GateAnswer =
     }
   /** The entity exists; `owner` says whose saga created it (the caller's own, on a retry). */
   | { status: 'DUPLICATE'; owner: EntityOwner }
-  | { status: 'CONFLICT'; retryAfterMs: number };
+  | { status: 'CONFLICT'; retryAfterMs: number }
+  /**
+   * Asked with `answerEnded` only: the session's own saga ended holding its key's answer (undone,
+   * expired, an operation done; see {@link recordSagaEnd}): the caller answers from that saga,
+   * whoever holds the intent now. No lease is held.
+   */
+  | { status: 'ENDED' };
 
 /** One reservation request. */
 export interface GateRequest {
@@ -30,6 +37,11 @@ export interface GateRequest {
   intentKey: string;
   sessionId: string;
   leaseMs: number;
+  /**
+   * Look first for the session's own saga having ended here (ENDED): the gate of a caller that
+   * answers a retry of its key from that key's saga. @default false (the saga's own reservation)
+   */
+  answerEnded?: boolean;
   /**
    * The key earlier versions gave the same intent (its text not in NFC; see SagaInput): an entity or
    * a holder under it answers DUPLICATE or CONFLICT as one under `intentKey` would.
@@ -45,9 +57,17 @@ export interface GateDeps {
   rms: Rms;
   pool: Pool;
   existsTtlMs?: number;
+  /**
+   * How long a saga that ended is remembered as the answer of its key (IDEMPOTENCY_RETENTION_MS): its
+   * record in Redis and PostgreSQL (see {@link recordSagaEnd}). @default {@link DEFAULT_KEY_RETENTION_MS}
+   */
+  keyRetentionMs?: number;
   /** Counts the leases taken and lost here, and the read-repairs. @default none */
   metrics?: Pick<SagaMetrics, 'leaseTaken' | 'leaseLost' | 'readRepaired'>;
 }
+
+/** How long a key is answered from its ended saga when {@link GateDeps.keyRetentionMs} is not given: 7 days. */
+export const DEFAULT_KEY_RETENTION_MS = 604_800_000;
 
 /**
  * Reserves `intentKey` for `sessionId`: one Lua call in Redis; on SUCCESS, one point lookup in
@@ -105,13 +125,18 @@ async function underLegacyKey(deps: GateDeps, table: FencedTable, legacyKey: str
 /** {@link reserveIntent} of one key. */
 async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
   const { rms } = deps;
-  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs, answerEnded: req.answerEnded === true });
   if (reserved.status !== 'SUCCESS') return reserved;
   if (!reserved.alreadyHeld) deps.metrics?.leaseTaken(req.intentKey);
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   let row;
   try {
-    row = await req.table.find(deps.pool, req.intentKey);
+    const [found, ended] = await Promise.all([req.table.find(deps.pool, req.intentKey), endedSessions(deps.pool, req.intentKey)]);
+    row = found;
+    if (await restoreEnded(deps, req, reserved.endedCount, ended)) {
+      if (!reserved.alreadyHeld) await rms.release(lease);
+      return { status: 'ENDED' };
+    }
   } catch (err) {
     // Nothing will use a lease this call took; one that was already held belongs to a running saga.
     if (!reserved.alreadyHeld) await rms.release(lease).catch(() => undefined);
@@ -137,13 +162,35 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
 }
 
 /**
+ * Restores in Redis the ended sessions PostgreSQL recorded for the intent (`ended`) when Redis holds
+ * fewer (`inRedis`: it lost them), before this call's lease or a read-repair can answer a retry of
+ * one of their keys from another request's hold. True when the caller asked `answerEnded` and its own
+ * session is among them (a retry of an ended saga's key, whose record Redis had lost).
+ */
+async function restoreEnded(deps: GateDeps, req: { intentKey: string; sessionId: string; answerEnded?: boolean }, inRedis: number, ended: readonly string[]): Promise<boolean> {
+  if (ended.length > inRedis) await deps.rms.rememberEnded({ intent: req.intentKey, sessionTags: ended, retentionMs: deps.keyRetentionMs ?? DEFAULT_KEY_RETENTION_MS });
+  return req.answerEnded === true && ended.includes(sessionTag(req.sessionId));
+}
+
+/**
+ * Records that the saga of `sessionId` ends holding its key's answer while it lets go of `intentKey`
+ * (undone, expired before its write, an entity operation done): first in PostgreSQL, the truth, then
+ * in Redis, in the same script that lets go (`free` or `release` with `ended`), so that no other
+ * request can take the intent before a retry of this saga's key is answered from it.
+ */
+export async function recordSagaEnd(deps: GateDeps, intentKey: string, sessionId: string): Promise<{ retentionMs: number }> {
+  await recordEndedSession(deps.pool, { intentKey, sessionTag: sessionTag(sessionId) });
+  return { retentionMs: deps.keyRetentionMs ?? DEFAULT_KEY_RETENTION_MS };
+}
+
+/**
  * How long the caller of an operation is told to wait (CONFLICT) while the entity's creating saga
  * still runs: its row is not COMPLETED yet, and an operation never interleaves with that saga.
  */
 export const CREATION_RUNNING_RETRY_MS = 1000;
 
-/** What {@link lockEntity} answers: the gate's SUCCESS or CONFLICT, or that there is no such entity. */
-export type LockAnswer = Extract<GateAnswer, { status: 'SUCCESS' | 'CONFLICT' }> | { status: 'NOT_FOUND' };
+/** What {@link lockEntity} answers: the gate's SUCCESS, CONFLICT or ENDED, or that there is no such entity. */
+export type LockAnswer = Extract<GateAnswer, { status: 'SUCCESS' | 'CONFLICT' | 'ENDED' }> | { status: 'NOT_FOUND' };
 
 /** One request for an entity's lock (an EntityOperation's gate). */
 export interface LockRequest {
@@ -155,6 +202,8 @@ export interface LockRequest {
   intentKey: string;
   sessionId: string;
   leaseMs: number;
+  /** As {@link GateRequest.answerEnded}. @default false */
+  answerEnded?: boolean;
   /**
    * Who asks (the saga's owner): an entity created for another owner is NOT_FOUND, as a missing one
    * is. Absent for a start without an owner (a plain Temporal client), which may operate on any.
@@ -179,7 +228,8 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   const { rms } = deps;
   // An id no row can have (past bigint, say) is a missing entity, answered before any lease is taken.
   if (!isRowId(req.entityId)) return { status: 'NOT_FOUND' };
-  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs });
+  const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs, answerEnded: req.answerEnded === true });
+  if (reserved.status === 'ENDED') return reserved;
   if (reserved.status !== 'SUCCESS') {
     // Someone holds the lock. Whether anyone may is the row's to say: a caller that may not see the
     // entity is answered as for a missing one, not told that its owner is at work on it.
@@ -194,7 +244,12 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   };
   let row;
   try {
-    row = await req.table.findById(deps.pool, req.entityId);
+    const [found, ended] = await Promise.all([req.table.findById(deps.pool, req.entityId), endedSessions(deps.pool, req.intentKey)]);
+    row = found;
+    if (await restoreEnded(deps, req, reserved.endedCount, ended)) {
+      await giveBack();
+      return { status: 'ENDED' };
+    }
   } catch (err) {
     await giveBack();
     throw err;
@@ -273,8 +328,10 @@ async function markAndCheck(deps: GateDeps, table: FencedTable, intentKey: strin
  * Undoes a creating saga's entity: its row COMPENSATED, fenced by the saga's token (a row a newer
  * saga owns is left alone: FENCED_OUT); then, when `freeIntent` and the row was the saga's, its
  * intent freed (the marker becomes the token's tombstone, so a late finalise cannot mark it again),
- * and the saga's lease given back. A COMPLETED row (a finished entity) is an ILLEGAL_TRANSITION and
- * nothing changes. The saga's own compensation and an operator's `SagaClient.settle` both run it.
+ * and the saga's lease given back; before either, the saga is recorded as ended ({@link recordSagaEnd}),
+ * so a retry of its key is answered from it. A COMPLETED row (a finished entity) is an
+ * ILLEGAL_TRANSITION and nothing changes. The saga's own compensation and an operator's
+ * `SagaClient.settle` both run it.
  */
 export async function undoEntity(
   deps: GateDeps,
@@ -284,7 +341,11 @@ export async function undoEntity(
 ): Promise<TransitionResult> {
   const marked = await table.markCompensated(deps.pool, owner);
   if (marked.status === 'ILLEGAL_TRANSITION') return marked;
-  if (freeIntent && marked.status === 'OK') await deps.rms.free({ intent: owner.intentKey, fencingToken: owner.fencingToken, existsTtlMs: deps.existsTtlMs });
-  await deps.rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken });
+  // The saga ends undone: its key keeps its answer after another request takes the intent.
+  const ended = await recordSagaEnd(deps, owner.intentKey, owner.sessionId);
+  if (freeIntent && marked.status === 'OK') {
+    await deps.rms.free({ intent: owner.intentKey, fencingToken: owner.fencingToken, existsTtlMs: deps.existsTtlMs, ended: { sessionId: owner.sessionId, ...ended } });
+  }
+  await deps.rms.release({ intent: owner.intentKey, sessionId: owner.sessionId, fencingToken: owner.fencingToken, ended });
   return marked;
 }

@@ -150,6 +150,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         types,
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
+        keyRetentionMs: config.idempotencyRetentionMs,
         metrics: options.metrics,
         retentionFloorMs: config.idempotencyRetentionMs,
         workflowService: connection.workflowService,

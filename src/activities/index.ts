@@ -9,6 +9,7 @@ import type { Rms } from '../rms';
 import type { SagaTypes } from '../sagas';
 import { SMOKE_COUNTER_TTL_MS, type SagaTimings, type SmokeResult } from '../shared';
 import { purgeIdempotencyBatch } from '../db';
+import { purgeEndedSessionsBatch } from '../db/ended-sessions';
 import { createSagaActivities, type SagaActivityDeps } from './saga';
 
 /** What the activities need. */
@@ -26,6 +27,8 @@ export interface ActivityDeps {
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /** How long a saga that ended is remembered as its key's answer (IDEMPOTENCY_RETENTION_MS). */
+  keyRetentionMs?: number;
   /** The worker's metrics (leases, read-repairs). @default none */
   metrics?: SagaMetrics;
   /** The worker connection's workflow service: starts that reached Temporal unencrypted are deleted. */
@@ -42,10 +45,16 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createSagaActivities(deps),
-    /** One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow), never below the retention. */
+    /**
+     * One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow), never
+     * below the retention: step records, and beside them the record of ended sagas' keys (see
+     * `recordSagaEnd`). Answers the larger of the two counts, so the run goes on while either is full.
+     */
     async purgeIdempotencyBatch(input: { olderThanMs: number; batchSize: number }): Promise<number> {
       const olderThanMs = Number.isSafeInteger(input.olderThanMs) ? Math.max(input.olderThanMs, deps.retentionFloorMs) : input.olderThanMs;
-      return purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs });
+      const steps = await purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs });
+      const ended = await purgeEndedSessionsBatch(deps.pool, { ...input, olderThanMs });
+      return Math.max(steps, ended);
     },
     /** Increments a Redis counter (which expires an hour after its last run) and reads the migration count from PostgreSQL. */
     async smokeCheck(name: string): Promise<SmokeResult> {

@@ -8,7 +8,7 @@ import type { WorkflowService } from '@temporalio/client';
 import { isEncrypted } from '../codec/encryption-codec';
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
-import { entityOwnerOf, lockEntity, markEntityExists, reserveIntent, undoEntity } from '../gate';
+import { entityOwnerOf, lockEntity, markEntityExists, recordSagaEnd, reserveIntent, undoEntity } from '../gate';
 import { confirmLease, withLease } from './lease';
 import type { SagaMetrics } from '../metrics';
 import { RmsValidationError, sessionTag, type Rms } from '../rms';
@@ -42,6 +42,11 @@ export interface SagaActivityDeps {
   intentSecret: Uint8Array;
   /** How long an `entity_exists` marker lives (ENTITY_EXISTS_TTL_MS); none when undefined. */
   existsTtlMs?: number;
+  /**
+   * How long a saga that ended is remembered as its key's answer (IDEMPOTENCY_RETENTION_MS; see
+   * `recordSagaEnd`). @default DEFAULT_KEY_RETENTION_MS
+   */
+  keyRetentionMs?: number;
   /** Counts leases, read-repairs and the like (steps and sagas are counted by the worker's interceptors). @default none */
   metrics?: SagaMetrics;
   /**
@@ -113,8 +118,8 @@ async function refuseClearInput(workflowService: NonNullable<SagaActivityDeps['w
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, metrics, workflowService }: SagaActivityDeps) {
-  const gate = { rms, pool, existsTtlMs, metrics };
+export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, keyRetentionMs, metrics, workflowService }: SagaActivityDeps) {
+  const gate = { rms, pool, existsTtlMs, keyRetentionMs, metrics };
   /** The tables that operations claim: they carry `created_by`. */
   const claimedTables = new Set(Object.values(types).filter(isEntityOperation).map((def) => def.table.table));
   const definition = (type: string) => sagaDefinition(type, types);
@@ -181,6 +186,9 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
           return { status: 'SUCCESS', fencingToken: answer.fencingToken, expiresAt: answer.expiresAt };
         case 'DUPLICATE':
           return { status: 'DUPLICATE' };
+        case 'ENDED':
+          // Only a caller that asks (answerEnded) is told ENDED; the saga's own reservation never asks.
+          throw new Error('reserveIntent: the gate answered ENDED to a saga\'s own reservation');
         default:
           return answer;
       }
@@ -307,9 +315,14 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
       );
     },
 
-    /** Gives the entity's lock back (only while this holder has it): the end of every entity operation. */
+    /**
+     * Gives the lock or lease back (only while this holder has it) as the saga ends: the end of every
+     * entity operation, and of a saga whose deadline passed before its write. The saga is recorded as
+     * ended first (see `recordSagaEnd`): a retry of its key is answered from it.
+     */
     async releaseLock(req: Owner): Promise<{ released: boolean }> {
-      const released = await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken });
+      const ended = await recordSagaEnd(gate, req.intentKey, req.sessionId);
+      const released = await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, ended });
       return { released: released.status === 'RELEASED' };
     },
 

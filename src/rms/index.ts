@@ -21,5 +21,6 @@ export type {
   ReleaseResult,
   ReserveResult,
   RmsOptions,
+  SessionEnded,
 } from './types';
 export { isSessionId, INTENT_KEY_PATTERN, LIMIT_COUNTER_PATTERN, MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND, KEY_PREFIX_PATTERN, MAX_FENCING_TOKEN, MAX_LEASE_MS, MAX_SESSION_ID_LENGTH, SCOPE_PATTERN } from './validation';

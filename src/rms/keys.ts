@@ -1,7 +1,7 @@
 /**
- * The Redis keys of one intent: `<prefix>p{<tag>}` (the lease) and `<prefix>e{<tag>}` (the entity
- * marker). Both share the hash tag `{<tag>}`, so every script touches one slot and runs unchanged on
- * Redis Cluster.
+ * The Redis keys of one intent: `<prefix>p{<tag>}` (the lease), `<prefix>e{<tag>}` (the entity
+ * marker) and `<prefix>d{<tag>}` (the sessions that ended). All share the hash tag `{<tag>}`, so every
+ * script touches one slot and runs unchanged on Redis Cluster.
  *
  * The tag is a 96-bit digest of the intent key (16 base64url characters), not the key itself: a
  * reservation then costs about one Redis key of the smallest size class (bench/redis-memory.ts).
@@ -23,6 +23,13 @@ export interface IntentKeys {
    * Lives as long as the configured marker retention.
    */
   entityExists: string;
+  /**
+   * `<prefix>d{<tag>}`: a set of the session tags (see {@link sessionTag}) of the sagas that ended
+   * holding their key's answer without holding the marker or the lease (undone, expired, an
+   * operation done), so that a retry of such a key is answered from its own saga. Lives as long as
+   * the key retention given when a member is added; PostgreSQL keeps the same record.
+   */
+  endedSessions: string;
 }
 
 /** The hash tag of `intent`: base64url of the first 96 bits of its SHA-256. */
@@ -36,7 +43,7 @@ export function intentTag(intent: string): string {
  */
 export function intentKeys(prefix: string, intent: string): IntentKeys {
   const tag = `{${intentTag(intent)}}`;
-  return { processing: `${prefix}p${tag}`, entityExists: `${prefix}e${tag}` };
+  return { processing: `${prefix}p${tag}`, entityExists: `${prefix}e${tag}`, endedSessions: `${prefix}d${tag}` };
 }
 
 /**

@@ -23,11 +23,20 @@ const TOKEN = /^[1-9][0-9]*$/;
 
 /** Maps the reply of `reserve.lua`. `sessionId` is the caller's (echoed in `SUCCESS`). */
 export function toReserveResult(reply: unknown, sessionId: string): ReserveResult {
-  const [status, first, second, third] = asArray('reserve', reply);
+  const [status, first, second, third, fourth] = asArray('reserve', reply);
   switch (status) {
     case 'SUCCESS':
       if (third !== 0 && third !== 1) return unexpected('reserve', reply);
-      return { status, sessionId, fencingToken: asToken('reserve', first), expiresAt: asInteger('reserve', second), alreadyHeld: third === 1 };
+      return {
+        status,
+        sessionId,
+        fencingToken: asToken('reserve', first),
+        expiresAt: asInteger('reserve', second),
+        alreadyHeld: third === 1,
+        endedCount: asInteger('reserve', fourth),
+      };
+    case 'ENDED':
+      return { status };
     case 'DUPLICATE':
       return { status, owner: asOwner('reserve', first) };
     case 'CONFLICT':
@@ -35,6 +44,13 @@ export function toReserveResult(reply: unknown, sessionId: string): ReserveResul
     default:
       return unexpected('reserve', reply);
   }
+}
+
+/** Maps the reply of `remember-ended.lua`. */
+export function toRememberEndedResult(reply: unknown): { endedCount: number } {
+  const [status, count] = asArray('rememberEnded', reply);
+  if (status === 'REMEMBERED') return { endedCount: asInteger('rememberEnded', count) };
+  return unexpected('rememberEnded', reply);
 }
 
 /** Maps the reply of `extend.lua`. */

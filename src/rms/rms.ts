@@ -16,6 +16,7 @@ import {
   toMarkExistsResult,
   toRaiseResult,
   toReleaseResult,
+  toRememberEndedResult,
   toReserveResult,
 } from './replies';
 import { registerScripts, type RmsClient } from './scripts';
@@ -32,6 +33,7 @@ import type {
   ReleaseResult,
   ReserveResult,
   RmsOptions,
+  SessionEnded,
 } from './types';
 import {
   MAX_LEASE_MS,
@@ -94,18 +96,21 @@ export class Rms {
    * microseconds, which keeps it above earlier ones Redis has let go (see `lua/reserve.lua`; the gate
    * raises it above PostgreSQL's when needed). When `sessionId` already holds the lease (a retry), the
    * answer is the same `SUCCESS` with the same token and the current expiry, `alreadyHeld` set: the
-   * lease is not lengthened.
+   * lease is not lengthened. With `answerEnded`, first of all: `ENDED` when the session's saga ended
+   * holding its key's answer (recorded by {@link release} or {@link free} with `ended`), and nothing
+   * changes.
    */
-  async reserve(input: { intent: string; sessionId: string; leaseMs: number }): Promise<ReserveResult> {
+  async reserve(input: { intent: string; sessionId: string; leaseMs: number; answerEnded?: boolean }): Promise<ReserveResult> {
     assertObject(input, 'input');
     const { intent, sessionId, leaseMs } = input;
     assertIntent(intent);
     assertSessionId(sessionId);
     assertDurationMs(leaseMs, 'leaseMs', MAX_LEASE_MS);
     const keys = intentKeys(this.prefix, intent);
+    const own = input.answerEnded === true ? sessionTagOf(sessionId) : '';
     return this.run(
       'reserve',
-      () => this.client.rmsReserve(keys.processing, keys.entityExists, sessionId, String(leaseMs)),
+      () => this.client.rmsReserve(keys.processing, keys.entityExists, keys.endedSessions, sessionId, String(leaseMs), own),
       (reply) => toReserveResult(reply, sessionId),
     );
   }
@@ -173,15 +178,48 @@ export class Rms {
     );
   }
 
-  /** Gives the lease back: `RELEASED` when the caller holds it, else `NOT_OWNER` and the lease is left intact. */
-  async release(input: { intent: string; sessionId: string; fencingToken: string }): Promise<ReleaseResult> {
+  /**
+   * Gives the lease back: `RELEASED` when the caller holds it, else `NOT_OWNER` and the lease is left
+   * intact. With `ended` (the caller's saga ends holding its key's answer), the session is first
+   * recorded as ended, in the same step and whoever holds the lease: see {@link reserve}'s `answerEnded`.
+   */
+  async release(input: { intent: string; sessionId: string; fencingToken: string; ended?: { retentionMs: number } }): Promise<ReleaseResult> {
     assertObject(input, 'input');
-    const { intent, sessionId, fencingToken } = input;
+    const { intent, sessionId, fencingToken, ended } = input;
     assertIntent(intent);
     assertSessionId(sessionId);
     assertFencingToken(fencingToken);
+    const [tag, retention] = this.endedArgs(sessionId, ended);
     const keys = intentKeys(this.prefix, intent);
-    return this.run('release', () => this.client.rmsRelease(keys.processing, lockValue(sessionId, fencingToken)), toReleaseResult);
+    return this.run('release', () => this.client.rmsRelease(keys.processing, keys.endedSessions, lockValue(sessionId, fencingToken), tag, retention), toReleaseResult);
+  }
+
+  /**
+   * Records in Redis sessions whose sagas ended holding their keys' answers, as PostgreSQL recorded
+   * them (the gate restores what Redis lost), kept `retentionMs` from now. Answers how many the
+   * intent's record holds now.
+   */
+  async rememberEnded(input: { intent: string; sessionTags: readonly string[]; retentionMs: number }): Promise<{ endedCount: number }> {
+    assertObject(input, 'input');
+    const { intent, sessionTags, retentionMs } = input;
+    assertIntent(intent);
+    const given: unknown = sessionTags;
+    if (!Array.isArray(given) || given.length === 0) throw new RmsValidationError('sessionTags', 'must be a non-empty array of session tags');
+    const tags = given.map((tag: unknown) => {
+      assertSessionId(tag, 'sessionTags[]');
+      return sessionTagOf(tag);
+    });
+    assertDurationMs(retentionMs, 'retentionMs');
+    const keys = intentKeys(this.prefix, intent);
+    return this.run('rememberEnded', () => this.client.rmsRememberEnded(keys.endedSessions, String(retentionMs), ...tags), toRememberEndedResult);
+  }
+
+  /** The ended-session arguments of release.lua and free.lua: the session's tag and the retention, or none. */
+  private endedArgs(sessionId: string, ended: { retentionMs: number } | undefined): [string, string] {
+    if (ended === undefined) return ['', '0'];
+    assertObject(ended, 'ended');
+    assertDurationMs(ended.retentionMs, 'ended.retentionMs');
+    return [sessionTagOf(sessionId), String(ended.retentionMs)];
   }
 
   /**
@@ -191,16 +229,22 @@ export class Rms {
    * older one) cannot overwrite; it keeps the marker's TTL. Where no marker of this token was (Redis
    * lost it, or the saga never finalised), the tombstone is written all the same, living `existsTtlMs`
    * (without a TTL when not given). A retry after `FREED` answers `NOT_OWNER`: either way the caller's
-   * marker is gone.
+   * marker is gone. With `ended`, its session is recorded as ended first, in the same step (see
+   * {@link release}).
    */
-  async free(input: { intent: string; fencingToken: string; existsTtlMs?: number }): Promise<FreeResult> {
+  async free(input: { intent: string; fencingToken: string; existsTtlMs?: number; ended?: SessionEnded }): Promise<FreeResult> {
     assertObject(input, 'input');
-    const { intent, fencingToken, existsTtlMs } = input;
+    const { intent, fencingToken, existsTtlMs, ended } = input;
     assertIntent(intent);
     assertFencingToken(fencingToken);
     if (existsTtlMs !== undefined) assertDurationMs(existsTtlMs, 'existsTtlMs');
+    if (ended !== undefined) {
+      assertObject(ended, 'ended');
+      assertSessionId(ended.sessionId, 'ended.sessionId');
+    }
+    const [tag, retention] = this.endedArgs(ended?.sessionId ?? '', ended);
     const keys = intentKeys(this.prefix, intent);
-    return this.run('free', () => this.client.rmsFree(keys.entityExists, fencingToken, String(existsTtlMs ?? 0)), toFreeResult);
+    return this.run('free', () => this.client.rmsFree(keys.entityExists, keys.endedSessions, fencingToken, String(existsTtlMs ?? 0), tag, retention), toFreeResult);
   }
 
   /**

@@ -13,13 +13,14 @@ const LUA_DIR = path.join(PROJECT_ROOT, 'lua');
 
 /** Each script: its file, its key count (null: the call's first argument says), and whether it only reads. */
 const SCRIPTS = {
-  rmsReserve: { file: 'reserve.lua', numberOfKeys: 2, readOnly: false },
+  rmsReserve: { file: 'reserve.lua', numberOfKeys: 3, readOnly: false },
   rmsRaise: { file: 'raise.lua', numberOfKeys: 1, readOnly: false },
   rmsExtend: { file: 'extend.lua', numberOfKeys: 1, readOnly: false },
   rmsFinalize: { file: 'finalize.lua', numberOfKeys: 2, readOnly: false },
-  rmsRelease: { file: 'release.lua', numberOfKeys: 1, readOnly: false },
-  rmsFree: { file: 'free.lua', numberOfKeys: 1, readOnly: false },
+  rmsRelease: { file: 'release.lua', numberOfKeys: 2, readOnly: false },
+  rmsFree: { file: 'free.lua', numberOfKeys: 2, readOnly: false },
   rmsMarkExists: { file: 'mark-exists.lua', numberOfKeys: 1, readOnly: false },
+  rmsRememberEnded: { file: 'remember-ended.lua', numberOfKeys: 1, readOnly: false },
   rmsInspect: { file: 'inspect.lua', numberOfKeys: 2, readOnly: true },
   // A saga's counters: one caller's, and one per declared scope value (see admit.lua).
   rmsAdmit: { file: 'admit.lua', numberOfKeys: null, readOnly: false },

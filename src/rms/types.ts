@@ -9,11 +9,26 @@
  *   absent on markers written before owners were kept), so a retry of the same request can tell its
  *   own entity from another's.
  * - `CONFLICT`: another session holds the lease; it ends in at most `retryAfterMs`.
+ * - `ENDED` (asked with `answerEnded` only): the session's saga ended holding its key's answer
+ *   (recorded by `release` or `free` with `ended`): answer from that saga; nothing changed.
+ * `endedCount` (on SUCCESS): how many sessions the intent's ended record holds in Redis.
  */
 export type ReserveResult =
-  | { status: 'SUCCESS'; sessionId: string; fencingToken: string; expiresAt: number; alreadyHeld: boolean }
+  | { status: 'SUCCESS'; sessionId: string; fencingToken: string; expiresAt: number; alreadyHeld: boolean; endedCount: number }
   | { status: 'DUPLICATE'; owner: EntityOwner }
-  | { status: 'CONFLICT'; retryAfterMs: number };
+  | { status: 'CONFLICT'; retryAfterMs: number }
+  | { status: 'ENDED' };
+
+/**
+ * A saga ends holding its key's answer (see `Rms.release` and `Rms.free`): its session's tag is
+ * recorded under the intent, kept `retentionMs` from now, so that its key is answered from it.
+ */
+export interface SessionEnded {
+  /** The session whose saga ends (its tag is recorded). */
+  sessionId: string;
+  /** How long the record lives from now, ms: the key retention. */
+  retentionMs: number;
+}
 
 /** Who created (or, by read-repair, was recorded for) an entity: what `entity_exists` holds. */
 export interface EntityOwner {

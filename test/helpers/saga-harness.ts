@@ -10,7 +10,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { inject } from 'vitest';
-import { SagaClient } from '../../src/client';
+import { SagaClient, type SagaClientOptions } from '../../src/client';
 import { requireIntentSecret, type Config } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 
@@ -37,8 +37,8 @@ export interface SagaHarness {
   redis: Redis | Cluster;
   pool: Pool;
   rms: Rms;
-  /** Another SagaClient on the same connections (its own in-flight sharing), with other timings if given. */
-  newClient: (timings?: Partial<SagaTimings>) => SagaClient;
+  /** Another SagaClient on the same connections (its own in-flight sharing), with other timings and options if given. */
+  newClient: (timings?: Partial<SagaTimings>, options?: Pick<SagaClientOptions, 'pickupLeaseMs'>) => SagaClient;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
   /** The saga types of worker and client (the order app's, calling {@link payments}, unless given). */
@@ -84,8 +84,9 @@ export async function startHarness(
   const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
   const temporal = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
-  const newClient = (timings: Partial<SagaTimings> = {}) =>
+  const newClient = (timings: Partial<SagaTimings> = {}, options: Pick<SagaClientOptions, 'pickupLeaseMs'> = {}) =>
     new SagaClient({
+      ...options,
       client: temporal,
       rms,
       pool,
@@ -95,6 +96,7 @@ export async function startHarness(
       types,
       intentSecret: requireIntentSecret(config),
       existsTtlMs: config.entityExistsTtlMs,
+      keyRetentionMs: config.idempotencyRetentionMs,
     });
   return {
     config,

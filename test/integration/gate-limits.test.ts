@@ -112,6 +112,23 @@ describe('a limit of sagas in flight', () => {
     expect(await inFlight('order-one', running, owner)).toEqual([0]);
   });
 
+  it('answers a retry of an ended saga\'s key from its saga at the limit: no 429, no start counted', async () => {
+    const owner = 'limits-ended';
+    const cart = order({ payment: { card: DECLINED_CARD } });
+    const declined = await start('order-one', cart, { owner });
+    await finish([declined]);
+    // The caller is at its limit of one saga in flight; the declined saga's intent is free.
+    const held = await start('order-one', order(), { owner });
+    expect(held.reservation.status).toBe('SUCCESS');
+
+    const retry = await start('order-one', cart, { owner, idempotencyKey: declined.idempotencyKey });
+
+    expect(retry).toMatchObject({ workflowId: declined.workflowId, started: true, replayed: true, outcome: 'COMPENSATED' });
+    expect(retry.limited).toBeUndefined();
+    expect(await inFlight('order-one', order(), owner)).toEqual([1]);
+    await finish([held]);
+  });
+
   it('is per caller: another owner at the same type is admitted while one is at its limit', async () => {
     const first = await start('order-one', order(), { owner: 'limits-caller-a' });
     const refused = await start('order-one', order(), { owner: 'limits-caller-a' });

@@ -570,11 +570,12 @@ describe('a retry of a key whose saga freed its intent and has not ended yet', (
   });
 });
 
-describe('a saga whose gate lease ended before any worker ran it', () => {
+describe('a saga whose gate lease ended before any worker ran it (every worker down past the pickup lease)', () => {
   const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+  const lapsing = () => h.newClient(SHORT, { pickupLeaseMs: SHORT.leaseMs });
 
   it('reserves again and completes when nobody took the intent meanwhile', async () => {
-    const started = await h.newClient(SHORT).start('order', order());
+    const started = await lapsing().start('order', order());
     await eventually(() => h.rms.inspect(started.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
 
     const final = await withWorker(() => h.client.result(started.workflowId));
@@ -586,7 +587,7 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
 
   it('ends REJECTED, writing nothing, when another request took the intent meanwhile: one entity', async () => {
     const cart = order();
-    const late = await h.newClient(SHORT).start('order', cart);
+    const late = await lapsing().start('order', cart);
     await eventually(() => h.rms.inspect(late.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
     const taker = await h.client.start('order', cart);
     expect(taker.reservation.status).toBe('SUCCESS');
@@ -603,12 +604,13 @@ describe('a saga whose gate lease ended before any worker ran it', () => {
 
 describe('a retry of a key whose saga ended without its entity', () => {
   const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+  const lapsing = () => h.newClient(SHORT, { pickupLeaseMs: SHORT.leaseMs });
 
   it('after it ended REJECTED gets a fresh answer: once the intent is free, a new saga runs for the key', async () => {
     // Its lease ran out while every worker was down, and another holder took the intent meanwhile.
     const cart = order();
     const key = `rejected-${randomUUID()}`;
-    const late = await h.newClient(SHORT).start('order', cart, { idempotencyKey: key });
+    const late = await lapsing().start('order', cart, { idempotencyKey: key });
     await eventually(() => h.rms.inspect(late.intentKey), (i) => i.holder === undefined, 'the gate lease to expire');
     const other = await h.rms.reserve({ intent: late.intentKey, sessionId: 'another-holder', leaseMs: 60_000 });
     if (other.status !== 'SUCCESS') throw new Error(`could not take the intent: ${other.status}`);
@@ -682,10 +684,10 @@ describe('a retry of a key whose saga was terminated after it registered its ent
   });
 });
 
-describe('a fault run: every worker down longer than the lease, then retries of every key', () => {
+describe('a fault run: every worker down longer than the pickup lease, then retries of every key', () => {
   it('leaves no key answering CONFLICT for a saga that has ended, and each retry answers what is true', async () => {
     const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
-    const short = h.newClient(SHORT);
+    const short = h.newClient(SHORT, { pickupLeaseMs: SHORT.leaseMs });
     // Per intent: a first request whose lease runs out, then a second key that takes the intent. The
     // second one's saga is compensated (the stock is short), which frees the intent again.
     const carts = Array.from({ length: 3 }, () => order({ items: [{ sku: 'rare-coin', quantity: 5, priceCents: 10 }] }));

@@ -215,8 +215,10 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
         const owner = { intent, sessionId: `s-${label.length}`, fencingToken: held?.fencingToken ?? '42' };
         if (label.startsWith('finalised')) expect(await rms.finalize({ ...owner, existsTtlMs: ttl })).toEqual({ status: 'FINALIZED' });
         if (label.startsWith('repaired')) expect(await rms.markExists({ ...owner, existsTtlMs: ttl })).toEqual({ status: 'MARKED' });
-        if (label.endsWith('freed') || label === 'freed-unfinalised') await rms.free({ intent, fencingToken: owner.fencingToken, existsTtlMs: ttl });
-        if (label === 'released' || label === 'freed-unfinalised') expect(await rms.release(owner)).toEqual({ status: 'RELEASED' });
+        // A saga that ends undone or released records its session as ended, kept `ttl` too.
+        const ended = { sessionId: owner.sessionId, retentionMs: ttl };
+        if (label.endsWith('freed') || label === 'freed-unfinalised') await rms.free({ intent, fencingToken: owner.fencingToken, existsTtlMs: ttl, ended });
+        if (label === 'released' || label === 'freed-unfinalised') expect(await rms.release({ ...owner, ended })).toEqual({ status: 'RELEASED' });
       }
 
       const written = await backend.keys(`${prefix}*`);
@@ -225,6 +227,50 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(written.length).toBeGreaterThanOrEqual(5);
       expect(endless).toEqual([]);
       await waitUntil('every key lapses', async () => (await backend.keys(`${prefix}*`)).length === 0, ttl + 5000);
+    });
+  });
+
+  describe('ended sessions (a retry of an ended saga\'s key is answered from that saga)', () => {
+    it('release with ended records the session: asked with answerEnded it alone is told ENDED, whoever holds the intent', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      const a = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      expect(await rms.release({ intent, sessionId: 'session-a', fencingToken: a.fencingToken, ended: { retentionMs: LONG_LEASE_MS } })).toEqual({ status: 'RELEASED' });
+      const b = await reserveOk(rms, intent, 'session-b', LONG_LEASE_MS);
+
+      expect(await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS, answerEnded: true })).toEqual({ status: 'ENDED' });
+      // Not asked: the lease's holder answers, as ever; another session is not told ENDED.
+      expect(await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS })).toMatchObject({ status: 'CONFLICT' });
+      expect(await rms.reserve({ intent, sessionId: 'session-c', leaseMs: LONG_LEASE_MS, answerEnded: true })).toMatchObject({ status: 'CONFLICT' });
+      expect(b.endedCount).toBe(1);
+      expect(await rms.inspect(intent)).toMatchObject({ holder: { sessionId: 'session-b', fencingToken: b.fencingToken } });
+    });
+
+    it('free with ended records the session before the marker goes, and a release retried after RELEASED records it too', async ({ task }) => {
+      const { rms, intent, prefix } = arrange(task.fullName);
+      const a = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      await rms.finalize({ intent, sessionId: 'session-a', fencingToken: a.fencingToken });
+      expect(await rms.free({ intent, fencingToken: a.fencingToken, ended: { sessionId: 'session-a', retentionMs: LONG_LEASE_MS } })).toEqual({ status: 'FREED' });
+      const b = await reserveOk(rms, intent, 'session-b', LONG_LEASE_MS);
+      await rms.release({ intent, sessionId: 'session-b', fencingToken: b.fencingToken });
+      expect(await rms.release({ intent, sessionId: 'session-b', fencingToken: b.fencingToken, ended: { retentionMs: LONG_LEASE_MS } })).toEqual({ status: 'NOT_OWNER' });
+
+      expect(await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS, answerEnded: true })).toEqual({ status: 'ENDED' });
+      expect(await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS, answerEnded: true })).toEqual({ status: 'ENDED' });
+      const ttl = await redis.pttl(intentKeys(prefix, intent).endedSessions);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(LONG_LEASE_MS);
+    });
+
+    it('rememberEnded restores what Redis lost, and SUCCESS says how many sessions ended', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      expect((await reserveOk(rms, intent, 'session-c', SHORT_LEASE_MS)).endedCount).toBe(0);
+
+      expect(await rms.rememberEnded({ intent, sessionTags: ['session-a', 'session-b'], retentionMs: LONG_LEASE_MS })).toEqual({ endedCount: 2 });
+
+      expect(await rms.reserve({ intent, sessionId: 'session-b', leaseMs: LONG_LEASE_MS, answerEnded: true })).toEqual({ status: 'ENDED' });
+      await waitForLeaseToPass(rms, intent);
+      expect((await reserveOk(rms, intent, 'session-d', LONG_LEASE_MS)).endedCount).toBe(2);
+      await expect(rms.rememberEnded({ intent, sessionTags: [], retentionMs: LONG_LEASE_MS })).rejects.toBeInstanceOf(RmsValidationError);
     });
   });
 

@@ -15,14 +15,16 @@ const intent = `order:${'A'.repeat(43)}`;
 
 describe('reply mapping', () => {
   it('maps reserve replies to the ReserveResult union', () => {
-    expect(toReserveResult(['SUCCESS', '1795243242523872', 1795243247523, 0], 'session-a')).toEqual({
+    expect(toReserveResult(['SUCCESS', '1795243242523872', 1795243247523, 0, 2], 'session-a')).toEqual({
       status: 'SUCCESS',
       sessionId: 'session-a',
       fencingToken: '1795243242523872',
       expiresAt: 1795243247523,
       alreadyHeld: false,
+      endedCount: 2,
     });
-    expect(toReserveResult(['SUCCESS', '17', 5, 1], 'session-a')).toMatchObject({ alreadyHeld: true });
+    expect(toReserveResult(['SUCCESS', '17', 5, 1, 0], 'session-a')).toMatchObject({ alreadyHeld: true, endedCount: 0 });
+    expect(toReserveResult(['ENDED'], 'session-a')).toEqual({ status: 'ENDED' });
     expect(toReserveResult(['DUPLICATE', 'session-b:12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { sessionTag: 'session-b', fencingToken: '12' } });
     // A marker written before owners were kept: the bare token.
     expect(toReserveResult(['DUPLICATE', '12'], 'session-a')).toEqual({ status: 'DUPLICATE', owner: { fencingToken: '12' } });
@@ -30,7 +32,7 @@ describe('reply mapping', () => {
   });
 
   it('keeps tokens beyond 2^53 exact, as strings', () => {
-    const result = toReserveResult(['SUCCESS', '9223372036854775807', 1, 0], 's');
+    const result = toReserveResult(['SUCCESS', '9223372036854775807', 1, 0, 0], 's');
 
     expect(result).toMatchObject({ fencingToken: '9223372036854775807' });
   });
@@ -84,6 +86,7 @@ describe('reply mapping', () => {
     ['reserve', () => toReserveResult(['SUCCESS', '01', 1, 0], 's')],
     ['reserve', () => toReserveResult(['SUCCESS', '1.7e+15', 1, 0], 's')],
     ['reserve', () => toReserveResult(['SUCCESS', '17', 1], 's')],
+    ['reserve', () => toReserveResult(['SUCCESS', '17', 1, 0], 's')],
     ['reserve', () => toReserveResult(['DUPLICATE'], 's')],
     ['reserve', () => toReserveResult(['DUPLICATE', 'session:'], 's')],
     ['reserve', () => toReserveResult(['CONFLICT', '12'], 's')],

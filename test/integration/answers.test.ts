@@ -1,0 +1,160 @@
+/**
+ * Every answer stays true (DESIGN.md invariant 10): a retry of an ended saga's key gets that saga's
+ * answer even after another request took the intent, in Redis and after Redis lost its data; and a
+ * SUCCESS is not taken back because no worker had picked the saga up yet. Real Redis, PostgreSQL,
+ * Temporal dev server and payment provider; workers run only where a test lets them.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SagaClient, type StartedSaga } from '../../src/client';
+import { intentKeys } from '../../src/rms';
+import { order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
+import { DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
+
+let h: SagaHarness;
+beforeAll(async () => {
+  h = await startHarness('answers', { worker: false });
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+/** A worker of the order types, until `fn` resolves. */
+function withWorker<T>(fn: () => Promise<T>): Promise<T> {
+  return runWorker({ config: h.config, sagas: sagaTypesFor(h.config, h.providerUrl) }, fn);
+}
+
+/** Redis loses every key of `intent` (a restart, a flush, a failover to a replica that lagged). */
+async function wipe(intent: string): Promise<void> {
+  const { processing, entityExists, endedSessions } = intentKeys(h.config.redis.keyPrefix, intent);
+  await h.redis.del(processing, entityExists, endedSessions);
+}
+
+/** The order `cart` of key `key` with a declined card, run to its end: COMPENSATED, its intent freed. */
+async function compensated(cart: ReturnType<typeof order>, key: string): Promise<StartedSaga> {
+  const first = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+  expect(first.reservation.status).toBe('SUCCESS');
+  expect((await withWorker(() => h.client.result(first.workflowId))).outcome).toBe('COMPENSATED');
+  return first;
+}
+
+/** The same cart under another key with a good card, run to its end: the entity now exists. */
+async function createdByAnother(cart: ReturnType<typeof order>): Promise<StartedSaga> {
+  const other = await h.client.start('order', cart, { idempotencyKey: `other-${randomUUID()}` });
+  expect(other.reservation.status).toBe('SUCCESS');
+  expect((await withWorker(() => h.client.result(other.workflowId))).outcome).toBe('COMPLETED');
+  return other;
+}
+
+describe('a retry of an ended saga\'s key', () => {
+  it('gets its own saga\'s outcome (COMPENSATED), not DUPLICATE, after another request created the entity', async () => {
+    const cart = order();
+    const key = `declined-${randomUUID()}`;
+    const first = await compensated(cart, key);
+    await createdByAnother(cart);
+
+    const retry = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId: first.workflowId, runId: first.runId, started: true, replayed: true, outcome: 'COMPENSATED', reservation: first.reservation });
+    // The other request's answer is untouched: a new key is still a DUPLICATE of that entity.
+    expect((await h.client.start('order', cart)).reservation.status).toBe('DUPLICATE');
+  });
+
+  it('gets its own saga\'s outcome, not CONFLICT, while another request holds the intent', async () => {
+    const cart = order();
+    const key = `declined-held-${randomUUID()}`;
+    const first = await compensated(cart, key);
+    // Another saga has the intent now and waits for a worker (none runs).
+    const holder = await h.client.start('order', cart);
+    expect(holder.reservation.status).toBe('SUCCESS');
+
+    const retry = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId: first.workflowId, replayed: true, outcome: 'COMPENSATED' });
+    // The holder's lease is left as it was.
+    expect((await h.rms.inspect(holder.intentKey)).holder?.sessionId).not.toBeUndefined();
+    await h.client.temporal.workflow.getHandle(holder.workflowId).terminate('test over');
+  });
+
+  it('gets its own saga\'s outcome after Redis lost every key of the intent, whichever request comes first', async () => {
+    const cart = order();
+    const key = `declined-wiped-${randomUUID()}`;
+    const first = await compensated(cart, key);
+    const other = await createdByAnother(cart);
+
+    // The retry is the first request after the loss: the truth check finds it was the key of an ended saga.
+    await wipe(first.intentKey);
+    const retry = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+    expect(retry).toMatchObject({ workflowId: first.workflowId, replayed: true, outcome: 'COMPENSATED' });
+
+    // Another request comes first after the loss: it is answered DUPLICATE and repairs Redis, and the
+    // retry that follows is answered from its saga by Redis alone.
+    await wipe(first.intentKey);
+    expect((await h.client.start('order', cart)).reservation.status).toBe('DUPLICATE');
+    expect(await h.redis.exists(intentKeys(h.config.redis.keyPrefix, first.intentKey).endedSessions)).toBe(1);
+    const again = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+    expect(again).toMatchObject({ workflowId: first.workflowId, replayed: true, outcome: 'COMPENSATED' });
+    // And the creating request's own retry still gets its own answer.
+    expect(await h.client.start('order', cart, { idempotencyKey: other.idempotencyKey })).toMatchObject({ workflowId: other.workflowId, replayed: true, outcome: 'COMPLETED' });
+  });
+
+  it('of an operation gets its own outcome while another operation holds the entity\'s lock', async () => {
+    const created = await h.client.start('order', order());
+    const entityId = (await withWorker(() => h.client.result(created.workflowId))).entityId!;
+    const key = `amend-declined-${randomUUID()}`;
+    const amend = { order: entityId, items: [{ sku: 'widget', quantity: 3 }], payment: { card: DECLINED_CARD } };
+    const declined = await h.client.start('order-amend', amend, { idempotencyKey: key });
+    expect((await withWorker(() => h.client.result(declined.workflowId))).outcome).toBe('COMPENSATED');
+    // Another operation of the same owner takes the entity's lock and waits for a worker.
+    const cancel = await h.client.start('order-cancel', { order: entityId });
+    expect(cancel.reservation.status).toBe('SUCCESS');
+
+    const retry = await h.client.start('order-amend', amend, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId: declined.workflowId, replayed: true, outcome: 'COMPENSATED' });
+    await h.client.temporal.workflow.getHandle(cancel.workflowId).terminate('test over');
+  });
+});
+
+describe('a SUCCESS answered while no worker runs', () => {
+  // A short lease, as a fleet tuned for fast take-over has: what the gate held for it used to lapse
+  // while every worker was down.
+  const SHORT = { leaseMs: 1500, heartbeatIntervalMs: 250, heartbeatTimeoutMs: 1000 };
+
+  it('keeps its intent past the saga\'s lease until a worker picks it up: another request gets CONFLICT, and the saga completes', async () => {
+    const client = h.newClient(SHORT);
+    const cart = order();
+    const first = await client.start('order', cart);
+    expect(first.reservation.status).toBe('SUCCESS');
+    // Every worker stays down for longer than the lease (the fault this guards against).
+    await delay(SHORT.leaseMs * 2);
+
+    const second = await client.start('order', cart);
+
+    expect(second).toMatchObject({ reservation: { status: 'CONFLICT' }, started: false });
+    // Told to come back within a lease, not when the pickup lease ends.
+    expect(second.reservation.status === 'CONFLICT' && second.reservation.retryAfterMs).toBeLessThanOrEqual(SHORT.leaseMs);
+    const final = await withWorker(() => client.result(first.workflowId));
+    expect(final).toMatchObject({ outcome: 'COMPLETED', fencingToken: first.reservation.status === 'SUCCESS' ? first.reservation.fencingToken : '' });
+    expect(final.errors).toEqual([]);
+    expect((await client.start('order', cart)).reservation.status).toBe('DUPLICATE');
+  });
+
+  it('refuses a pickup lease shorter than the saga\'s lease', () => {
+    expect(
+      () =>
+        new SagaClient({
+          client: h.client.temporal,
+          rms: h.rms,
+          pool: h.pool,
+          taskQueue: h.config.temporal.taskQueue,
+          uiUrl: '',
+          timings: { ...h.config.saga, compensationAttempts: 2 },
+          types: h.types,
+          intentSecret: new Uint8Array(32),
+          pickupLeaseMs: h.config.saga.leaseMs - 1,
+        }),
+    ).toThrow(/pickupLeaseMs: must be a whole number of milliseconds from timings\.leaseMs/);
+  });
+});
