@@ -64,10 +64,11 @@ interface ResolvedOptions {
 
 /**
  * A codec server over `options.codec`, ready to `listen` (not listening yet):
- * - `POST /encode`, `POST /decode`: 200 with the payloads run through the codec; 400 for a body that
- *   is not JSON of the right shape; 401 without the configured bearer token; 403 for a namespace
- *   outside the allow-list; 413 over the body limit; 415 for a type other than `application/json`;
- *   422 when a payload cannot be decrypted (the detail names the key id, never the data).
+ * - `POST /encode`, `POST /decode`: 200 with the payloads run through the codec (`{}`, proto3 JSON's
+ *   empty list, answers `{"payloads":[]}`); 400 for a body that is not JSON of the right shape; 401
+ *   without the configured bearer token; 403 for a namespace outside the allow-list; 413 over the
+ *   body limit; 415 for a type other than `application/json`; 422 when a payload cannot be
+ *   decrypted (the detail names the key id, never the data).
  * - `OPTIONS /encode`, `OPTIONS /decode`: the CORS preflight, 204, with CORS headers for allowed
  *   origins only.
  * - `GET /livez`: 200 `{"status":"ok"}`, without token or namespace checks.
@@ -215,9 +216,12 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
 /** The payloads of a request body, or a sentence saying what is wrong with it (quoting no data). */
 function readPayloads(body: unknown): Payload[] | string {
-  if (!isRecord(body) || !Array.isArray(body.payloads)) return 'the body must be a JSON object with a "payloads" array';
+  // proto3 JSON leaves an empty repeated field out (or writes null), and so does the Go SDK's remote
+  // codec: the Temporal CLI sends `{}` for the arguments of an update that takes none (a redrive).
+  const list = isRecord(body) ? (body.payloads ?? []) : undefined;
+  if (!Array.isArray(list)) return 'the body must be a JSON object with a "payloads" array';
   const payloads: Payload[] = [];
-  for (const [index, item] of (body.payloads as unknown[]).entries()) {
+  for (const [index, item] of (list as unknown[]).entries()) {
     const where = `payloads[${index}]`;
     if (!isRecord(item)) return `${where} must be an object`;
     const { metadata = {}, data = '' } = item;

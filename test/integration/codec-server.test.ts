@@ -211,9 +211,21 @@ describe('codec server', () => {
     expect(response.status).toBe(200);
   });
 
+  it.each(['encode', 'decode'])('answers /%s of {}, proto3 JSON of no payloads (the Temporal CLI\'s for an update without arguments), with no payloads', async (operation) => {
+    const url = await startServer();
+
+    const responses = [await post(`${url}/${operation}`, {}), await post(`${url}/${operation}`, { payloads: null })];
+
+    for (const response of responses) {
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ payloads: [] });
+    }
+  });
+
   it.each([
     ['invalid JSON', '{"payloads": [', 400],
-    ['a body without a payloads array', { payload: [] }, 400],
+    ['a body that is not an object', [], 400],
+    ['a body whose payloads is not an array', { payloads: { 0: {} } }, 400],
     ['a payload whose data is not a string', { payloads: [{ metadata: {}, data: 12 }] }, 400],
     ['a metadata value that is not base64', { payloads: [{ metadata: { encoding: 'not base64!' }, data: '' }] }, 400],
   ])('answers %s with a 400 problem', async (_name, body, status) => {

@@ -5,9 +5,14 @@
  * PostgreSQL and the payment provider over HTTP; the stock compensation of the `order-fragile`
  * types is broken and mended by the test, as an outage an operator fixes would be.
  */
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { RedriveError, SettleError } from '../../src/client';
+import { createCodecServer, EncryptionCodec } from '../../src/codec';
+import { requireCodecKeys } from '../../src/config';
+import { readableHistory } from '../../scripts/demo/temporal-cli';
 import { defineSagaTypes, type ExternalStep, type SagaTypes, type StepHandler } from '../../src/sagas';
 import type { SagaState } from '../../src/shared';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
@@ -121,6 +126,30 @@ describe('a compensation that cannot finish', () => {
     // Every later read and redrive gets the saga's end.
     expect(await h.client.result(started.workflowId)).toMatchObject({ outcome: 'COMPENSATED' });
     await expect(h.client.redrive(started.workflowId)).rejects.toThrow(/has ended \(COMPLETED\): there is nothing to redrive/);
+  });
+
+  it('is shown decoded by the Temporal CLI through the codec server, its redrive (an update without arguments) too', async () => {
+    const cli = inject('temporalCli');
+    if (!cli) throw new Error('this test needs the Temporal CLI that scripts/ensure-temporal finds');
+    const { data, started } = await waitingSaga('order-fragile');
+    await h.client.redrive(started.workflowId);
+    const codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(h.config)), corsOrigins: [], namespaces: [h.config.temporal.namespace] });
+    onTestFinished(async () => {
+      await codecServer.close();
+    });
+    const codecEndpoint = await codecServer.listen({ host: '127.0.0.1', port: 0 });
+
+    // The CLI retries a failing codec call until its own deadline: the bound turns a hang into a failure.
+    const shown = await promisify(execFile)(
+      cli,
+      ['workflow', 'show', '--workflow-id', started.workflowId, '--output', 'json', '--address', h.config.temporal.address, '--namespace', h.config.temporal.namespace, '--codec-endpoint', codecEndpoint],
+      { timeout: 20_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+
+    const { events } = JSON.parse(shown.stdout) as { events: { workflowExecutionUpdateAcceptedEventAttributes?: { acceptedRequest: { input: { name: string } } } }[] };
+    const updates = events.flatMap((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest.input.name ?? []);
+    expect(updates).toEqual(['redrive']);
+    expect(readableHistory(shown.stdout)).toContain(data.customer);
   });
 
   it("ends COMPENSATION_FAILED when its type's wait runs out without a redrive, keeping what it holds for an operator to settle", async () => {
