@@ -28,7 +28,7 @@ import {
   type ExternalStepContext,
   type SagaTypes,
 } from '../sagas';
-import { ErrorType, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
+import { ErrorType, stepsUndoneBy, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
 
 /** What the saga activities need. */
 export interface SagaActivityDeps {
@@ -76,6 +76,12 @@ export interface StepRequest extends Owner {
    * often to extend it (the saga's timings; the worker's when absent).
    */
   operation?: { entityId: string; results: Record<string, unknown>; leaseMs: number; heartbeatIntervalMs?: number };
+  /**
+   * For a compensation: the steps it undoes, as the saga's plan pairs them (see stepsUndoneBy), so a
+   * step renamed since (its old names kept in `retiredHandlers`) is still undone. Absent in requests
+   * scheduled by earlier versions: the type's current steps are looked up then.
+   */
+  undoes?: string[];
 }
 
 /** What a step of an entity operation answers: also its recorded result, for the steps after it. */
@@ -373,7 +379,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
         // back before this returns (a stalled one is ended by PostgreSQL's idle-transaction timeout),
         // and none can commit after. So the compensation below sees every effect of its step.
         let undoes = false;
-        for (const { step } of def.steps.filter((s) => s.compensation === req.name)) {
+        for (const step of req.undoes ?? stepsUndoneBy(def, req.name)) {
           const held = await tombstoneIdempotencyKey(pool, recorded('step', step));
           if (held === 'COMPLETED' || held === 'STARTED') undoes = true;
         }

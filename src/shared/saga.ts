@@ -274,6 +274,14 @@ export interface SagaMemo {
   steps?: string[];
 }
 
+/**
+ * The steps of a plan that its compensation `compensation` undoes (each paired with it in the plan),
+ * in order: what that compensation must find done, or stop, before it runs.
+ */
+export function stepsUndoneBy(plan: { readonly steps: readonly SagaStepPlan[] }, compensation: string): string[] {
+  return plan.steps.filter((s) => s.compensation === compensation).map((s) => s.step);
+}
+
 /** The names of the steps and compensations of a plan, each once, in order. */
 export function stepNamesOf(plan: Pick<SagaInput, 'steps'>): string[] {
   return [...new Set(plan.steps.flatMap((s) => (s.compensation ? [s.step, s.compensation] : [s.step])))];

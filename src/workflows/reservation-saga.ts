@@ -35,6 +35,7 @@ import {
   reservationUpdate,
   stateQuery,
   stepNamesOf,
+  stepsUndoneBy,
   type ReservationAnswer,
   type SagaInput,
   type SagaMemo,
@@ -485,7 +486,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
     for (const { step, compensation } of input.steps) {
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
       if (compensation !== undefined) {
-        compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation(request(compensation)) });
+        const undoes = stepsUndoneBy(input, compensation);
+        compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation({ ...request(compensation), undoes }) });
       }
       const run = () => act.step(step, compensation !== undefined).runOperationStep(request(step));
       const done = await (compensation === undefined ? CancellationScope.nonCancellable(run) : run());
@@ -672,7 +674,8 @@ async function runReserved(
       // group's are all registered before any of its steps starts.
       for (const { compensation = '' } of batch) {
         const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
-        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation }) });
+        // The steps it undoes come from the recorded plan, never from the worker's type (see StepRequest.undoes).
+        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation, undoes: stepsUndoneBy(input, compensation) }) });
       }
       await allSettledOrFirstFailure(
         batch.map(async ({ step }) => {
