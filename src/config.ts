@@ -123,8 +123,8 @@ const envSchema = z.object({
   HEARTBEAT_TIMEOUT_MS: positiveMs(15_000),
   /**
    * How long a step's idempotency record is kept after its last update; the schedule made at worker
-   * start purges older ones every hour. Must exceed the longest a saga can run (a purged key runs its
-   * step again). @default 604800000 (7 days)
+   * start purges older ones every hour, except those of sagas that still run (the purge asks
+   * Temporal which do): a saga may wait longer than any retention. @default 604800000 (7 days)
    */
   IDEMPOTENCY_RETENTION_MS: positiveMs(604_800_000, 366 * 24 * 3600 * 1000).refine((v) => v >= 3_600_000, 'must be at least an hour (3600000)'),
   /**

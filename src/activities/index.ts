@@ -2,11 +2,13 @@
  * Activities are created from their dependencies, so tests and the worker wire real clients the same
  * way; workflows proxy their types only.
  */
+import { Context } from '@temporalio/activity';
+import type { WorkflowService } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import type { SagaMetrics } from '../metrics';
 import type { Rms } from '../rms';
-import type { SagaTypes } from '../sagas';
+import { sagaKeyOfStepKey, type SagaTypes } from '../sagas';
 import { SMOKE_COUNTER_TTL_MS, type SagaTimings, type SmokeResult } from '../shared';
 import { purgeIdempotencyBatch } from '../db';
 import { purgeEndedSessionsBatch } from '../db/ended-sessions';
@@ -31,8 +33,11 @@ export interface ActivityDeps {
   keyRetentionMs?: number;
   /** The worker's metrics (leases, read-repairs). @default none */
   metrics?: SagaMetrics;
-  /** The worker connection's workflow service: starts that reached Temporal unencrypted are deleted. */
-  workflowService?: SagaActivityDeps['workflowService'];
+  /**
+   * The worker connection's workflow service: starts that reached Temporal unencrypted are deleted,
+   * and the purge asks it which sagas still run (their records are kept).
+   */
+  workflowService: NonNullable<SagaActivityDeps['workflowService']> & Pick<WorkflowService, 'listWorkflowExecutions'>;
   /**
    * The worker's IDEMPOTENCY_RETENTION_MS: no purge it runs deletes a younger record, whatever its
    * request says. A tombstone younger than that is what stops a late step from committing after its
@@ -47,12 +52,16 @@ export function createActivities(deps: ActivityDeps) {
     ...createSagaActivities(deps),
     /**
      * One batch of the idempotency store's purge (see the `purgeIdempotencyStore` workflow), never
-     * below the retention: step records, and beside them the record of ended sagas' keys (see
-     * `recordSagaEnd`). Answers the larger of the two counts, so the run goes on while either is full.
+     * below the retention, and never a record of a saga that still runs (invariant 9): a saga may wait
+     * longer than any retention (in NEEDS_ATTENTION, redrive after redrive), and its redrive needs its
+     * records. Temporal out of reach fails the batch (it is retried): nothing is deleted unasked.
+     * Beside them, by age alone, the record of ended sagas' keys (see `recordSagaEnd`: those sagas
+     * have ended). Answers the larger of the two counts, so the run goes on while either is full.
      */
     async purgeIdempotencyBatch(input: { olderThanMs: number; batchSize: number }): Promise<number> {
       const olderThanMs = Number.isSafeInteger(input.olderThanMs) ? Math.max(input.olderThanMs, deps.retentionFloorMs) : input.olderThanMs;
-      const steps = await purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs });
+      const { namespace } = Context.current().info;
+      const steps = await purgeIdempotencyBatch(deps.pool, { ...input, olderThanMs, keep: (keys) => keysOfRunningSagas(deps.workflowService, namespace, keys) });
       const ended = await purgeEndedSessionsBatch(deps.pool, { ...input, olderThanMs });
       return Math.max(steps, ended);
     },
@@ -68,4 +77,34 @@ export function createActivities(deps: ActivityDeps) {
       return { redisCounter, migrationsApplied: Number(rows[0]!.n) };
     },
   };
+}
+
+/** Workflow ids per visibility query of {@link keysOfRunningSagas}. */
+const IDS_PER_QUERY = 100;
+
+/** A workflow id that can stand in a visibility query's quotes as it is (every saga's: `<type>-<idempotency key>`). */
+const QUOTABLE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+
+/**
+ * The idempotency keys, among `keys`, of steps of sagas that run now in `namespace`: one visibility
+ * list per 100 sagas. A key that names no saga's step (another user of the store) is not among them.
+ */
+async function keysOfRunningSagas(service: Pick<WorkflowService, 'listWorkflowExecutions'>, namespace: string, keys: readonly string[]): Promise<Set<string>> {
+  const sagaOf = new Map<string, string>();
+  for (const key of keys) {
+    const saga = sagaKeyOfStepKey(key);
+    if (saga !== undefined && QUOTABLE_ID.test(saga)) sagaOf.set(key, saga);
+  }
+  const ids = [...new Set(sagaOf.values())];
+  const running = new Set<string>();
+  for (let i = 0; i < ids.length; i += IDS_PER_QUERY) {
+    const query = `ExecutionStatus = "Running" AND WorkflowId IN (${ids.slice(i, i + IDS_PER_QUERY).map((id) => `"${id}"`).join(', ')})`;
+    let nextPageToken: Uint8Array | undefined;
+    do {
+      const page = await service.listWorkflowExecutions({ namespace, query, pageSize: IDS_PER_QUERY, ...(nextPageToken ? { nextPageToken } : {}) });
+      for (const { execution } of page.executions ?? []) if (execution?.workflowId) running.add(execution.workflowId);
+      nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+    } while (nextPageToken);
+  }
+  return new Set([...sagaOf].filter(([, saga]) => running.has(saga)).map(([key]) => key));
 }

@@ -80,7 +80,8 @@ const TOMBSTONE = `INSERT INTO idempotency_store (scope, key, request_hash, stat
 VALUES ($1::text, $2::text, $3::text, 'TOMBSTONE')
 ON CONFLICT (scope, key) DO NOTHING`;
 
-// External work left STARTED (its saga gave up on it) goes too: the retention exceeds the longest saga.
+// External work left STARTED (its saga gave up on it) goes too; the worker's purge passes over the
+// records of sagas still running (purgeIdempotencyBatch's `keep`).
 const PURGE = `DELETE FROM idempotency_store
 WHERE status IN ('STARTED', 'COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'`;
 
@@ -96,6 +97,26 @@ WHERE (scope, key) IN (
   ORDER BY updated_at
   LIMIT $2::int
   FOR UPDATE SKIP LOCKED
+)`;
+
+/*
+ * A purge that keeps some records (those of sagas still running, see purgeIdempotencyBatch's `keep`):
+ * the candidates a page at a time, oldest first, from a cursor past the last page (updated_at as
+ * text: its microseconds survive the round trip); then only the chosen ones are deleted, each still
+ * past the age and not locked by anyone.
+ */
+const PURGE_CANDIDATES = `SELECT scope, key, updated_at::text AS updated_at FROM idempotency_store
+WHERE status IN ('STARTED', 'COMPLETED', 'FAILED', 'TOMBSTONE') AND updated_at < now() - $1::float8 * interval '1 millisecond'
+  AND ($3::timestamptz IS NULL OR (updated_at, scope, key) > ($3::timestamptz, $4::text, $5::text))
+ORDER BY updated_at, scope, key
+LIMIT $2::int`;
+
+const PURGE_CHOSEN = `DELETE FROM idempotency_store
+WHERE (scope, key) IN (
+  SELECT s.scope, s.key FROM idempotency_store s
+  JOIN unnest($2::text[], $3::text[]) AS chosen(scope, key) ON s.scope = chosen.scope AND s.key = chosen.key
+  WHERE s.status IN ('STARTED', 'COMPLETED', 'FAILED', 'TOMBSTONE') AND s.updated_at < now() - $1::float8 * interval '1 millisecond'
+  FOR UPDATE OF s SKIP LOCKED
 )`;
 
 type Attempt<T> = { kind: 'ran'; result: T } | { kind: 'replayed'; response: unknown } | { kind: 'vanished' };
@@ -279,20 +300,50 @@ export async function purgeIdempotencyRecords(pool: pg.Pool, input: { olderThanM
 
 /**
  * Deletes at most `batchSize` of the records {@link purgeIdempotencyRecords} would delete, oldest
- * first, in one short statement that skips records locked by someone else; returns how many. Call it
+ * first, in short statements that skip records locked by someone else; returns how many. Call it
  * until it returns less than `batchSize` to purge everything without ever holding many locks long.
+ *
+ * With `keep`, the candidates are read a page at a time and `keep` is asked which of their keys
+ * must stay (a saga that still runs needs its records, however old); those are passed over, and the
+ * purge goes on past them, so it still returns less than `batchSize` only when nothing else is left.
  * @throws InvalidArgumentError when `olderThanMs` or `batchSize` is not a whole number in range.
  */
-export async function purgeIdempotencyBatch(pool: pg.Pool, input: { olderThanMs: number; batchSize: number }): Promise<number> {
-  const { olderThanMs, batchSize } = input;
+export async function purgeIdempotencyBatch(
+  pool: pg.Pool,
+  input: { olderThanMs: number; batchSize: number; keep?: (keys: readonly string[]) => Promise<ReadonlySet<string>> },
+): Promise<number> {
+  const { olderThanMs, batchSize, keep } = input;
   if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
     throw new InvalidArgumentError('olderThanMs', `${String(olderThanMs)} is not a non-negative whole number of milliseconds`);
   }
   if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
     throw new InvalidArgumentError('batchSize', `${String(batchSize)} is not a whole number from 1 to 100000`);
   }
-  const { rowCount } = await runQuery(pool, 'purgeIdempotencyBatch', PURGE_BATCH, [String(olderThanMs), batchSize]);
-  return rowCount ?? 0;
+  if (keep === undefined) {
+    const { rowCount } = await runQuery(pool, 'purgeIdempotencyBatch', PURGE_BATCH, [String(olderThanMs), batchSize]);
+    return rowCount ?? 0;
+  }
+  let deleted = 0;
+  let after: { updated_at: string; scope: string; key: string } | undefined;
+  while (deleted < batchSize) {
+    const wanted = batchSize - deleted;
+    const { rows } = await runQuery<{ scope: string; key: string; updated_at: string }>(pool, 'purgeIdempotencyBatch', PURGE_CANDIDATES, [
+      String(olderThanMs),
+      wanted,
+      after?.updated_at ?? null,
+      after?.scope ?? null,
+      after?.key ?? null,
+    ]);
+    const kept = rows.length > 0 ? await keep(rows.map((r) => r.key)) : new Set<string>();
+    const chosen = rows.filter((r) => !kept.has(r.key));
+    if (chosen.length > 0) {
+      const { rowCount } = await runQuery(pool, 'purgeIdempotencyBatch', PURGE_CHOSEN, [String(olderThanMs), chosen.map((r) => r.scope), chosen.map((r) => r.key)]);
+      deleted += rowCount ?? 0;
+    }
+    if (rows.length < wanted) break;
+    after = rows[rows.length - 1];
+  }
+  return deleted;
 }
 
 /** Runs `body` in a transaction on a client of its own; commits when it returns, rolls back when it throws. */

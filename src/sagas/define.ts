@@ -7,7 +7,7 @@
 import { FencedTable } from '../db/fenced-table';
 import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
 import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
-import { isEntityOperation, limitsOf, SagaInputError, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
+import { isEntityOperation, limitsOf, SagaInputError, STEP_NAME_PATTERN, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
 export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel: false, continueOnError: true, freeIntent: true });
@@ -16,7 +16,6 @@ export const DEFAULT_COMPENSATION: CompensationPolicy = Object.freeze({ parallel
 export const DEFAULT_ATTENTION_MS = 24 * 60 * 60 * 1000;
 
 const TYPE_NAME = /^[a-z][a-z0-9-]{0,62}$/;
-const STEP_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 
 /**
  * What `defineSaga` takes: a {@link SagaDefinition} whose compensation policy may be partial. The
@@ -77,7 +76,7 @@ function checkDeclaration(def: SagaType<unknown>): void {
   for (const { group } of def.steps) {
     if (group !== undefined) {
       if (isEntityOperation(def)) throw new SagaDeclarationError(type, `step group "${group}": an operation runs its steps one at a time`);
-      if (!STEP_NAME.test(group)) throw new SagaDeclarationError(type, `step group name ${JSON.stringify(group)} must be letters, digits, _ and - (at most 64)`);
+      if (!STEP_NAME_PATTERN.test(group)) throw new SagaDeclarationError(type, `step group name ${JSON.stringify(group)} must be letters, digits, _ and - (at most 64)`);
       if (group !== previousGroup && groups.has(group)) throw new SagaDeclarationError(type, `the steps of group "${group}" must stand next to each other`);
       groups.add(group);
     }
@@ -85,7 +84,7 @@ function checkDeclaration(def: SagaType<unknown>): void {
   }
   for (const { step, compensation } of def.steps) {
     for (const name of compensation ? [step, compensation] : [step]) {
-      if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `step name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
+      if (!STEP_NAME_PATTERN.test(name)) throw new SagaDeclarationError(type, `step name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
       if (named.has(name)) throw new SagaDeclarationError(type, `step name "${name}" is used twice`);
       named.add(name);
       if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
@@ -100,7 +99,7 @@ function checkDeclaration(def: SagaType<unknown>): void {
   }
   checkLimits(def, type);
   for (const name of Object.keys(def.retiredHandlers ?? {})) {
-    if (!STEP_NAME.test(name)) throw new SagaDeclarationError(type, `retired handler name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
+    if (!STEP_NAME_PATTERN.test(name)) throw new SagaDeclarationError(type, `retired handler name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
     if (named.has(name)) throw new SagaDeclarationError(type, `"${name}" is a step of the type and a retired handler: a step the type plans is not retired`);
   }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));

@@ -68,9 +68,21 @@ export interface ExternalStep<I> {
 /** A step in our database (a {@link StepHandler}) or in another service (an {@link ExternalStep}). */
 export type StepImplementation<I> = StepHandler<I> | ExternalStep<I>;
 
+/** What a step, a compensation or a step group may be named: letters, digits, `_` and `-`, at most 64. */
+export const STEP_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+
 /** The idempotency key of a saga's step or compensation: `<saga key>:<step>` (see ExternalStepContext). */
 export function stepIdempotencyKey(sagaKey: string, step: string): string {
   return `${sagaKey}:${step}`;
+}
+
+/**
+ * The saga key (workflow id) a step's idempotency key belongs to: what comes before its last `:`
+ * (a step name has none; a saga key may). Undefined for a key no step of a saga has.
+ */
+export function sagaKeyOfStepKey(key: string): string | undefined {
+  const at = key.lastIndexOf(':');
+  return at > 0 && STEP_NAME_PATTERN.test(key.slice(at + 1)) ? key.slice(0, at) : undefined;
 }
 
 /** Declares an external step or compensation (see {@link ExternalStep}). */

@@ -15,8 +15,9 @@ import {
   withIdempotency,
 } from '../../src/db';
 import { checkout, testPool, uniqueId, uniqueSchema } from '../helpers/db-fixtures';
-import { eventually, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { ensurePurgeSchedule, purgeScheduleId } from '../../src/schedules';
+import { REFUND_REFUSED_CARD } from '../fixtures/orders';
 
 const schema = uniqueSchema('idem');
 let pool: pg.Pool;
@@ -436,6 +437,42 @@ describe('the purge schedule (made by saga setup, or at worker start when missin
     expect(run).toMatchObject({ batches: 1 });
     const { rows } = await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE scope = $1 ORDER BY key', [scope]);
     expect(rows.map((r) => r.key)).toEqual(['tombstoned', 'young']);
+  });
+
+  it('keeps every record of a saga still running, however old, and purges past them the records of sagas that ended', async () => {
+    // A saga waiting in NEEDS_ATTENTION (its stock short, its refund refused) for longer than the
+    // retention: a redrive needs its records (the charge's, the tombstone of the stock it never took).
+    const sku = uniqueId('purge-sku');
+    await pool.query('INSERT INTO stock (sku, available) VALUES ($1, 1)', [sku]);
+    const waiting = await h.client.start('order', order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku, quantity: 5, priceCents: 100 }] }));
+    const ended = await h.client.start('order', order());
+    try {
+      await eventually(() => h.client.status(waiting.workflowId), (s) => s.state.phase === 'NEEDS_ATTENTION', 'the saga to wait for a redrive');
+      expect((await h.client.result(ended.workflowId)).outcome).toBe('COMPLETED');
+      const recordsOf = async (sagaKey: string) =>
+        (await pool.query<{ key: string }>('SELECT key FROM idempotency_store WHERE key LIKE $1 ORDER BY key', [`${sagaKey}:%`])).rows.map((r) => r.key);
+      const kept = await recordsOf(waiting.workflowId);
+      expect(kept.length).toBeGreaterThanOrEqual(3);
+      expect(await recordsOf(ended.workflowId)).toHaveLength(2);
+      // The waiting saga's records the oldest of all, older than the retention; the ended saga's past it too.
+      const retention = h.config.idempotencyRetentionMs / 1000;
+      const age = (sagaKey: string, seconds: number) =>
+        pool.query(`UPDATE idempotency_store SET updated_at = now() - $2::float8 * interval '1 second' WHERE key LIKE $1`, [`${sagaKey}:%`, seconds]);
+      await age(waiting.workflowId, retention + 100 * 365 * 24 * 3600);
+      await age(ended.workflowId, retention + 3600);
+
+      // Batches of 1: a purge that stopped at the first record it keeps would never reach the ended saga's.
+      await h.client.temporal.workflow.execute('purgeIdempotencyStore', {
+        taskQueue: h.config.temporal.taskQueue,
+        workflowId: uniqueId('purge-past-running'),
+        args: [{ olderThanMs: h.config.idempotencyRetentionMs, batchSize: 1, maxBatches: 1000 }],
+      });
+
+      expect(await recordsOf(waiting.workflowId)).toEqual(kept);
+      expect(await recordsOf(ended.workflowId)).toEqual([]);
+    } finally {
+      await h.client.temporal.workflow.getHandle(waiting.workflowId).terminate('test over').catch(() => undefined);
+    }
   });
 
   it('has one owner: a worker leaves a schedule made with another retention as it is, saga setup sets it', async () => {
