@@ -8,12 +8,14 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Context } from '@temporalio/activity';
 import { Client } from '@temporalio/client';
+import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
 import { type InjectedSink, type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { createActivities } from './activities';
+import type { SagaActivities } from './activities/saga';
 import { firstEndReport, sagaActivityInterceptor, sagaEventSinks } from './activities/observe';
 import { ConfigError, loadConfig, requireIntentSecret, type Config } from './config';
 import { checkFencedTable } from './db/fenced-schema';
@@ -23,8 +25,8 @@ import { SagaMetrics, serveMetrics } from './metrics';
 import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
-import { handlerOf, isEntityOperation, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaTypes } from './sagas';
-import { RESERVATION_SAGA_WORKFLOW, SAGA_TYPE, type SagaMemo } from './shared';
+import { handlerOf, isEntityOperation, recordedInputRefusal, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaType, type SagaTypes } from './sagas';
+import { RESERVATION_SAGA_WORKFLOW, SAGA_TYPE, type SagaMemo, type SagaPlan } from './shared';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from './sagas/load';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
@@ -191,12 +193,17 @@ async function checkSagaTables(pool: Pool, types: SagaTypes): Promise<void> {
   for (const { def, operations } of tables.values()) await checkFencedTable(pool, def.table, { operations, sagaType: def.type });
 }
 
+/** Running sagas whose recorded input {@link checkRunningSagas} reads at once. */
+const PLANS_READ_AT_ONCE = 16;
+
 /**
  * Refuses to start while a saga of the task queue runs a plan this worker could not finish: a type
- * it does not declare, or a step or compensation its type has no handler for, planned or retired
- * (`retiredHandlers`). One visibility list of the running sagas, read from their memos (`steps`);
- * a saga not planned yet is planned by whichever worker runs it, and one planned by an earlier
- * version recorded no steps: neither is checked.
+ * it does not declare, a step or compensation its type has no handler for, planned or retired
+ * (`retiredHandlers`), or input its plan recorded that the type's schema now refuses (every step
+ * validates it again: a field dropped from a `.strict()` schema would fail each one). One visibility
+ * list of the running sagas, read from their memos (`steps`), then each one's recorded plan from the
+ * start of its history, 16 at a time; a saga not planned yet is planned by whichever worker runs it,
+ * and one planned by an earlier version recorded no steps: neither is checked.
  * @throws SagaDeclarationError naming the saga and what it needs.
  */
 async function checkRunningSagas(config: Config, types: SagaTypes, dataConverter: ReturnType<typeof dataConverterOf>): Promise<void> {
@@ -204,6 +211,7 @@ async function checkRunningSagas(config: Config, types: SagaTypes, dataConverter
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter });
     const query = `WorkflowType = "${RESERVATION_SAGA_WORKFLOW}" AND ExecutionStatus = "Running" AND TaskQueue = "${config.temporal.taskQueue}"`;
+    const planned: { workflowId: string; runId: string; def: SagaType<unknown> }[] = [];
     for await (const running of client.workflow.list({ query, pageSize: 1000 })) {
       const type = running.typedSearchAttributes.get(SAGA_TYPE);
       const { steps } = (running.memo ?? {}) as SagaMemo;
@@ -216,10 +224,57 @@ async function checkRunningSagas(config: Config, types: SagaTypes, dataConverter
       if (missing !== undefined) {
         throw new SagaDeclarationError(type, `saga ${running.workflowId} is running with "${missing}" in its plan, and the type has no handler for it: keep it in retiredHandlers until such sagas end`);
       }
+      planned.push({ workflowId: running.workflowId, runId: running.runId, def });
+    }
+    for (let i = 0; i < planned.length; i += PLANS_READ_AT_ONCE) {
+      await Promise.all(
+        planned.slice(i, i + PLANS_READ_AT_ONCE).map(async ({ workflowId, runId, def }) => {
+          const plan = await recordedPlanOf(client, { workflowId, runId });
+          const refused = plan && recordedInputRefusal(def, plan.payload);
+          if (refused !== undefined) {
+            throw new SagaDeclarationError(
+              def.type,
+              `saga ${workflowId} is running with input its plan validated, and the type's schema now refuses it (${refused}): accept such input until such sagas end`,
+            );
+          }
+        }),
+      );
     }
   } finally {
     await connection.close();
   }
+}
+
+/** The marker a local activity's result is recorded in. */
+const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+
+/** The local activity that derives a saga's plan. */
+const PLAN_ACTIVITY: keyof SagaActivities = 'planSaga';
+
+/**
+ * A running saga's plan as its history recorded it: the result of its `planSaga` local activity, a
+ * marker among its first events. Undefined when there is none (not planned yet).
+ */
+async function recordedPlanOf(client: Client, execution: { workflowId: string; runId: string }): Promise<SagaPlan | undefined> {
+  const converter = client.options.loadedDataConverter;
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.getWorkflowExecutionHistory({
+      namespace: client.options.namespace,
+      execution,
+      maximumPageSize: 50,
+      ...(nextPageToken ? { nextPageToken } : {}),
+    });
+    for (const event of page.history?.events ?? []) {
+      const marker = event.markerRecordedEventAttributes;
+      if (marker?.markerName !== LOCAL_ACTIVITY_MARKER) continue;
+      const recorded = await decodeFromPayloadsAtIndex<{ activity_type?: string } | undefined>(converter, 0, marker.details?.data?.payloads);
+      if (recorded?.activity_type !== PLAN_ACTIVITY) continue;
+      return decodeFromPayloadsAtIndex<SagaPlan>(converter, 0, marker.details?.result?.payloads);
+    }
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+  return undefined;
 }
 
 /** Options of {@link runWorker}. */

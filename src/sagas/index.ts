@@ -62,6 +62,19 @@ export function parseSagaData(def: SagaType<unknown>, data: unknown): unknown {
   return parsed.data;
 }
 
+/**
+ * Where `def`'s schema refuses an input a saga of it recorded when it was planned (under the schema
+ * of then), as the worker about to run it tells: the field's path and what is wrong, never a value
+ * (an unknown field is named: the schema of then declared it); undefined when the schema accepts it.
+ */
+export function recordedInputRefusal(def: SagaType<unknown>, payload: unknown): string | undefined {
+  const parsed = def.schema.safeParse(payload);
+  if (parsed.success) return undefined;
+  const issue = parsed.error.issues[0]!;
+  const what = issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.code;
+  return `at ${fieldPath(issue.path)}: ${what}`;
+}
+
 /** A field's path as an error shows it: `items.0.sku`, at most 200 characters (nesting may be deep). */
 function fieldPath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return '(root)';

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
 import { defineOperation, defineSaga, defineSagaTypes, type EntityOperation, type SagaDefinition, type SagaTypes } from '../../src/sagas';
 import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 
@@ -47,6 +48,13 @@ function amendWithRenamedCharge(): SagaTypes {
     retiredHandlers: { chargeAmendedOrder: chargeAmendedOrder!, refundAmendedCharge: refundAmendedCharge! },
   });
   return defineSagaTypes(...Object.values(h.types).filter((t) => t.type !== 'order-amend'), v2);
+}
+
+/** The order type of the next version: its schema, still `.strict()`, drops the `simulate` field. */
+function withoutSimulate(): SagaTypes {
+  const { kind: _kind, ...v1 } = h.types.order as SagaDefinition<unknown>;
+  const schema = (v1.schema as unknown as z.ZodObject).omit({ simulate: true });
+  return defineSagaTypes(...Object.values(h.types).filter((t) => t.type !== 'order'), defineSaga({ ...v1, schema }));
 }
 
 /** Two SKUs of this test's own, with `stock` units each. */
@@ -110,5 +118,22 @@ describe('a step renamed while an operation planned with its old name runs', () 
     const charges = [...(await h.chargesOf(created.workflowId)), ...(await h.chargesOf(amend.workflowId))];
     expect(charges.filter((c) => c.status === 'succeeded' && !c.refunded)).toMatchObject([{ reference: created.workflowId }]);
     expect(await h.chargesOf(amend.workflowId)).toMatchObject([{ status: 'succeeded', refunded: true }]);
+  });
+});
+
+describe('a schema changed while sagas of it run', () => {
+  it('refuses a worker whose schema refuses a running saga\'s recorded input, naming the saga and the field; the saga ends on a worker that accepts it', async () => {
+    const inFlight = await h.client.start('order', order({ simulate: { stepDelayMs: 1500 } }));
+    await withWorker(h.types, () => eventually(() => h.client.status(inFlight.workflowId), (s) => s.state.phase === 'RUNNING_STEPS', 'the saga to run its steps'));
+    const next = withoutSimulate();
+    expect(next.order!.schema.safeParse(order({ simulate: {} })).success).toBe(false);
+
+    await expect(withWorker(next, () => Promise.resolve())).rejects.toMatchObject({
+      name: 'SagaDeclarationError',
+      message: expect.stringMatching(new RegExp(`saga ${inFlight.workflowId} is running with input .*"simulate".*until such sagas end`)),
+    });
+
+    const final = await withWorker(h.types, () => h.client.result(inFlight.workflowId));
+    expect(final).toMatchObject({ outcome: 'COMPLETED', stepsDone: ['chargePayment', 'reserveStock'] });
   });
 });
