@@ -161,3 +161,40 @@ describe('recorded saga histories on a worker that traces', () => {
     await expect(replay).resolves.toBeUndefined();
   });
 });
+
+// A worker rolled back to the release before folded-patches runs its own workflow code (a copy in
+// test/fixtures/before-folded-patches). It still replays the sagas it started. A saga started since
+// recorded only the folded-patches marker: that code, asking for gate-before-workflow and finding no
+// marker of it, takes the path of sagas from before the gate (legacySaga), whose first workflow task
+// fails on the saga's input; the SDK would refuse the unknown marker anyway (only a deprecated one
+// may go unasked). A failed workflow task is retried, not the saga failed: it waits for a worker of
+// this release or later. Bundled without the failure converter, so the failure can be read here.
+describe('recorded saga histories on a worker rolled back to the release before folded-patches', () => {
+  let codePath: string;
+
+  beforeAll(async () => {
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: path.join(__dirname, '../fixtures/before-folded-patches'),
+      workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
+      logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: console.error },
+    });
+    const dirOfBundle = mkdtempSync(path.join(tmpdir(), 'rs-previous-bundle-'));
+    codePath = path.join(dirOfBundle, 'workflow-bundle.js');
+    writeFileSync(codePath, code);
+    return () => rmSync(dirOfBundle, { recursive: true, force: true });
+  }, 120_000);
+
+  const replay = (file: string) =>
+    Worker.runReplayHistory(
+      { workflowBundle: { codePath }, dataConverter: createDataConverter(parseCodecKeys(TEST_CODEC_KEYS)) },
+      historyFromJSON(JSON.parse(readFileSync(path.join(dir, file), 'utf8'))),
+    );
+
+  it.each(FOLDED_SHAPES.map((shape) => `pre-folded-${shape}.json`))('replay %s, a saga it started, without a determinism error', async (file) => {
+    await expect(replay(file)).resolves.toBeUndefined();
+  });
+
+  it.each(FOLDED_SHAPES.map((shape) => `${shape}.json`))('cannot replay %s, a saga started since: it takes it for a saga from before the gate, and its workflow task fails', async (file) => {
+    await expect(replay(file)).rejects.toThrow(/^Replay failed due workflow task failure[\s\S]* at legacySaga /);
+  });
+});
