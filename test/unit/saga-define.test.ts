@@ -9,7 +9,20 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { loadConfig } from '../../src/config';
-import { defineOperation, defineSaga, fencedTable, prepareSaga, SagaDeclarationError, SagaInputError, sagaTypesOf, StepRejectedError, type SagaDeclaration } from '../../src/sagas';
+import {
+  defineOperation,
+  defineSaga,
+  fencedTable,
+  prepareSaga,
+  recordedInputRefusal,
+  SagaDeclarationError,
+  SagaInputError,
+  sagaKeyOfStepKey,
+  sagaTypesOf,
+  stepIdempotencyKey,
+  StepRejectedError,
+  type SagaDeclaration,
+} from '../../src/sagas';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
 
 /** A handler that does nothing. */
@@ -127,6 +140,29 @@ describe('sagaTypesOf', () => {
   it('names the types of a list and refuses one declared twice', () => {
     expect(Object.keys(sagaTypesOf([defineSaga(declaration())]))).toEqual(['booking']);
     expect(() => sagaTypesOf([defineSaga(declaration()), defineSaga(declaration())])).toThrow('saga type "booking": declared twice');
+  });
+});
+
+describe('a step\'s idempotency key', () => {
+  it('gives back the saga key it was made of, a saga key holding `:` too; a key no step has gives none', () => {
+    expect(sagaKeyOfStepKey(stepIdempotencyKey('order-a:b', 'chargePayment'))).toBe('order-a:b');
+    expect(sagaKeyOfStepKey('order-a:b')).toBe('order-a');
+    expect(sagaKeyOfStepKey('no-step-here')).toBeUndefined();
+    expect(sagaKeyOfStepKey('order-a:not a step')).toBeUndefined();
+    expect(sagaKeyOfStepKey(':chargePayment')).toBeUndefined();
+  });
+});
+
+describe('a running saga\'s recorded input under a changed schema', () => {
+  it('is accepted while the schema accepts it, and otherwise refused at the field, naming an unknown field but never a value', () => {
+    const typeWith = (schema: z.ZodType<{ room: string }>) => sagaTypesOf([defineSaga({ ...declaration(), schema })]).booking!;
+    const v1 = typeWith(z.object({ room: z.string(), note: z.string() }).strict());
+    const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+    const recorded = prepareSaga('booking', { room: '12', note: 'Ms Jane Doe' }, { timings, types: { booking: v1 }, intentSecret: new Uint8Array(32) }).payload;
+
+    expect(recordedInputRefusal(typeWith(z.object({ room: z.string(), note: z.string().optional() }).strict()), recorded)).toBeUndefined();
+    expect(recordedInputRefusal(typeWith(z.object({ room: z.string() }).strict()), recorded)).toBe('at (root): unknown field "note"');
+    expect(recordedInputRefusal(typeWith(z.object({ room: z.string(), note: z.number() })), recorded)).toBe('at note: invalid_type');
   });
 });
 
