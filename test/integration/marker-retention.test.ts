@@ -55,12 +55,18 @@ it('leaves no key in Redis once the retention has passed, for completed and comp
 
   // The intents' keys end with the retention. The workers' marks of each saga's reported end
   // (`saga-ended:`, so that an end reported again after a worker died is not counted twice) end on
-  // their own, shorter clock: within END_REPORTED_TTL_MS.
+  // their own, shorter clock: within END_REPORTED_TTL_MS. The compensated saga's record of its end
+  // (its key's answer, which holds for the key's retention) ends with IDEMPOTENCY_RETENTION_MS.
   const endMarks = (keys: string[]) => keys.filter((key) => key.startsWith(`${h.config.redis.keyPrefix}saga-ended:`));
   const marks = [completed, compensated].map((saga) => `${h.config.redis.keyPrefix}saga-ended:{${saga.runId}}`);
   expect(endMarks(left)).toEqual(expect.arrayContaining(marks));
   for (const key of endMarks(left)) expect(await h.redis.pttl(key)).toBeLessThanOrEqual(END_REPORTED_TTL_MS);
-  await eventually(() => keysUnder(h.config.redis.keyPrefix), (keys) => keys.length === endMarks(keys).length, 'every intent key of the run to end', 10_000);
+  const ended = intentKeys(h.config.redis.keyPrefix, compensated.intentKey).endedSessions;
+  expect(left).toContain(ended);
+  expect(await h.redis.pttl(ended)).toBeLessThanOrEqual(h.config.idempotencyRetentionMs);
+  expect(left).not.toContain(intentKeys(h.config.redis.keyPrefix, completed.intentKey).endedSessions);
+  const lasting = (keys: string[]) => endMarks(keys).length + (keys.includes(ended) ? 1 : 0);
+  await eventually(() => keysUnder(h.config.redis.keyPrefix), (keys) => keys.length === lasting(keys), 'every intent key of the run to end', 10_000);
 });
 
 it('gives the tombstone an end when the saga compensates after its marker has ended', async () => {
