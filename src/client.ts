@@ -761,7 +761,7 @@ export class SagaClient {
    * `errors`. Redrives sent together are answered by one round. With `owner`, a saga started for
    * another owner is answered as a missing one.
    * @throws RedriveError when the saga does not wait in NEEDS_ATTENTION (it runs its steps,
-   * compensates, or has ended): nothing was run. WorkflowNotFoundError when there is no such saga
+   * compensates, its wait has ended, or it has ended): nothing was run. WorkflowNotFoundError when there is no such saga
    * (of `owner`).
    */
   async redrive(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {

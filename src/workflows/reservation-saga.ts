@@ -315,7 +315,7 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
   };
   let reservationFailed: string | undefined;
   const { reject } = lifecycle(state, has);
-  const redrives: Redrives = { asked: 0, answered: 0 };
+  const redrives: Redrives = { asked: 0, answered: 0, waitEnded: false };
 
   setHandler(stateQuery, () => state);
   setHandler(
@@ -332,6 +332,15 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
       validator: () => {
         if (state.phase !== SagaPhase.NEEDS_ATTENTION) {
           throw ApplicationFailure.nonRetryable(`saga ${workflowId} is ${state.phase}, not NEEDS_ATTENTION: there is nothing to redrive`, ErrorType.NOT_NEEDING_ATTENTION);
+        }
+        // Its wait ran out, and it is on its way to COMPENSATION_FAILED (an operation gives its lock
+        // back first): no round will run, and a redrive accepted now would wait for one for good,
+        // and the saga with it. A refusal writes nothing to history: sagas replay as they ran.
+        if (redrives.waitEnded) {
+          throw ApplicationFailure.nonRetryable(
+            `saga ${workflowId} no longer waits for a redrive: its wait ended at ${state.attention?.until}, and it ends ${SagaOutcome.COMPENSATION_FAILED}`,
+            ErrorType.NOT_NEEDING_ATTENTION,
+          );
         }
       },
     },
@@ -743,10 +752,13 @@ interface Compensation {
 /**
  * The redrives an operator sent (`redrive` updates accepted) and those the saga has run a round
  * for: updates accepted together are answered by one round, so none runs a compensation twice.
+ * `waitEnded`: a wait ran out without a redrive; the saga ends COMPENSATION_FAILED, whatever its
+ * phase still says meanwhile.
  */
 interface Redrives {
   asked: number;
   answered: number;
+  waitEnded: boolean;
 }
 
 /**
@@ -788,7 +800,10 @@ async function untilRedriven(
     );
     sagaEvents.attention({ type: state.type, intentKey: state.intentKey, pending, redrives: round });
     const redriven = await condition(() => redrives.asked > redrives.answered, attentionMs, { summary: `needs attention: waiting for a redrive of ${pending.join(', ')}` });
-    if (!redriven) break;
+    if (!redriven) {
+      redrives.waitEnded = true;
+      break;
+    }
     enter(SagaPhase.COMPENSATING);
     state.attention.redrives = round + 1;
     const asked = redrives.asked;

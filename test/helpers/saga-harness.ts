@@ -17,7 +17,7 @@ import { createPool } from '../../src/db/pool';
 import { Rms } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { dataConverterOf } from '../../src/temporal';
-import { createWorker, type AppWorker } from '../../src/worker';
+import { createWorker, type AppWorker, type StartWorkerOptions } from '../../src/worker';
 import { decodeEntityId, type SagaTypes } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from './secrets';
 import type { SagaTimings } from '../../src/shared';
@@ -150,6 +150,20 @@ export async function eventually<T>(read: () => Promise<T>, done: (value: T) => 
   }
 }
 
+/**
+ * How `promise` settled within `ms`, or `undefined` when it had not by then: a bounded wait for an
+ * answer that may never come (a test then fails on what it expected, instead of hanging).
+ */
+export async function settledWithin<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | { error: unknown } | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  try {
+    return await Promise.race([promise.then((value) => ({ value }), (error: unknown) => ({ error })), bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The row id an entity id handed to a caller names in `table` (the tests' intent secret). */
 export function rowIdOf(entityId: string, table = 'orders'): string {
   const row = decodeEntityId(TEST_INTENT_SECRET, table, entityId);
@@ -158,13 +172,19 @@ export function rowIdOf(entityId: string, table = 'orders'): string {
 }
 
 /**
- * Runs an in-process worker of `sagas` under `config` until `fn` resolves, then stops it; what it
- * opened is closed on every path, a worker that refuses to start included.
+ * Runs an in-process worker of `sagas` under `config` (with `workerOptions`, if given) until `fn`
+ * resolves, then stops it; what it opened is closed on every path, a worker that refuses to start included.
  */
-export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes }, fn: () => Promise<T>): Promise<T> {
+export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes; workerOptions?: StartWorkerOptions['workerOptions'] }, fn: () => Promise<T>): Promise<T> {
   const connection = await NativeConnection.connect({ address: worker.config.temporal.address });
   try {
-    const app = await createWorker({ sagas: worker.sagas, config: worker.config, connection, workflowBundle: { codePath: inject('workflowBundlePath') } });
+    const app = await createWorker({
+      sagas: worker.sagas,
+      config: worker.config,
+      connection,
+      workflowBundle: { codePath: inject('workflowBundlePath') },
+      ...(worker.workerOptions ? { workerOptions: worker.workerOptions } : {}),
+    });
     try {
       return await app.worker.runUntil(fn);
     } finally {

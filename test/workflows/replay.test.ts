@@ -66,6 +66,10 @@ describe('recorded saga histories', () => {
         'gate-attention-ended',
         // An amendment whose refund failed: it waited holding the order's lock, and was redriven.
         'operation-redriven',
+        // Recorded before a redrive sent after the wait ended was refused (saga-redrive-window.test.ts
+        // then): its update was accepted while the amendment gave its lock back, waited for a round
+        // that never came, and kept the ended saga's workflow RUNNING. It replays so: stuck.
+        'operation-redriven-after-wait-stuck',
         // Of a type with limits: counted out of its caller's counters at its end (gate-limits).
         'gate-limited-completed',
         'gate-limited-compensated',
