@@ -37,9 +37,9 @@ const refunds = { down: true };
 /**
  * The order app's types, and `order-grouped`: the order saga with its two steps as one group (run
  * at once); `order-fragile`: one whose stock compensation fails while `stock.down`, waiting 3 s in
- * NEEDS_ATTENTION; `order-unattended`: one that does not wait; `order-limited`: the order saga
- * with limits per caller and per customer (gate-limits); `order-amend-fragile`: order-amend, whose
- * refund of the amended charge fails while `refunds.down`.
+ * NEEDS_ATTENTION (`order-fragile-patient`: a minute); `order-unattended`: one that does not wait;
+ * `order-limited`: the order saga with limits per caller and per customer (gate-limits);
+ * `order-amend-fragile`: order-amend, whose refund of the amended charge fails while `refunds.down`.
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -52,6 +52,7 @@ function recordedTypes(config: Config): SagaTypes {
     defineOperation({ ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),
     defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
     defineSaga({ ...order, type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
+    defineSaga({ ...order, type: 'order-fragile-patient', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 60_000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
     defineSaga({ ...order, type: 'order-limited', limits: [{ inFlight: 100 }, { per: (input) => (input as { customer: string }).customer, inFlight: 10 }] }),
   );
@@ -131,6 +132,9 @@ async function main(): Promise<void> {
     // lasts, then it is fixed) it ends COMPENSATED; not redriven, its wait ends COMPENSATION_FAILED.
     shapes['gate-redriven'] = (await client.start('order-fragile', cart('4242424242424242', 'rare-coin', 9))).workflowId;
     shapes['gate-attention-ended'] = (await client.start('order-fragile', cart('4242424242424242', 'rare-coin', 9))).workflowId;
+    // The same, cancelled while it waits, then redriven once the cause is fixed: the redrive is
+    // answered with its end (redrive-of-cancelled-saga), COMPENSATED.
+    shapes['gate-cancelled-redriven'] = (await client.start('order-fragile-patient', cart('4242424242424242', 'rare-coin', 9))).workflowId;
     // Cancelled during its first step and during its last: the running step stops, the saga compensates.
     shapes['gate-cancelled'] = (await client.start('order', slowSteps())).workflowId;
     shapes['gate-cancelled-after-steps'] = (await client.start('order', slowSteps())).workflowId;
@@ -177,10 +181,12 @@ async function main(): Promise<void> {
         await promisify(execFile)(temporal, [...args, '--address', config.temporal.address, '--namespace', config.temporal.namespace, '--codec-endpoint', codecEndpoint]);
         await cancelWhen(shapes['gate-cancelled']!, (s) => s.phase === 'RUNNING_STEPS');
         await cancelWhen(shapes['gate-cancelled-after-steps']!, (s) => s.stepsDone.includes('chargePayment'));
+        await cancelWhen(shapes['gate-cancelled-redriven']!, (s) => s.phase === 'NEEDS_ATTENTION');
         await until(shapes['gate-redriven']!, (s) => s.phase === 'NEEDS_ATTENTION');
         await client.redrive(shapes['gate-redriven']!);
         stock.down = false;
         await client.redrive(shapes['gate-redriven']!);
+        await client.redrive(shapes['gate-cancelled-redriven']!);
         await Promise.all([...Object.values(shapes), holder.workflowId, taker.workflowId].map((id) => client.result(id).catch(() => undefined)));
         // Operations on existing orders, under each order's lock: a cancellation, an amendment, an
         // amendment whose card is declined, and one cancelled while it charges.

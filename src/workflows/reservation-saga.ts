@@ -129,6 +129,15 @@ const FOLDED = new Set([
   LIMITS_PATCH,
 ]);
 
+/**
+ * A redrive of a cancelled saga (cancelled while it waited in NEEDS_ATTENTION, or compensating
+ * because it was cancelled) waits for its round outside the cancellation and is answered with it,
+ * as any redrive is; before, its update failed at once with the cancellation while the round ran
+ * all the same. Asked by each redrive as it is accepted. Not folded: asked on its own, as every
+ * patch added after the fold is.
+ */
+export const REDRIVE_CANCELLED_PATCH = 'redrive-of-cancelled-saga';
+
 /** Whether the saga runs the code of a patch: `patched`, or true for a folded one in a saga that took them all. */
 type Patched = (patchId: string) => boolean;
 
@@ -323,7 +332,12 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
     async () => {
       const ticket = ++redrives.asked;
       // Answered once the round this redrive asked for has run: the saga waits again, or has ended.
-      await condition(() => redrives.answered >= ticket && state.phase !== SagaPhase.COMPENSATING);
+      const roundRun = () => condition(() => redrives.answered >= ticket && state.phase !== SagaPhase.COMPENSATING);
+      // A cancellation, before or during this wait, never stops the round (the saga waits and
+      // compensates where none reaches), so it does not fail the redrive either. The patch is asked
+      // as the redrive is accepted, not when a cancellation comes: the answer is then always given
+      // once the saga has moved on, never in a workflow task beside commands of the saga's own.
+      await (has(REDRIVE_CANCELLED_PATCH) ? CancellationScope.nonCancellable(roundRun) : roundRun());
       return state;
     },
     {

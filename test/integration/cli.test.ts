@@ -9,13 +9,29 @@ import { EXIT } from '../../src/cli';
 
 import { envOf } from '../helpers/processes';
 import { eventually, order, rowIdOf, type SagaHarness, startHarness } from '../helpers/saga-harness';
-import { DECLINED_CARD, REFUND_REFUSED_CARD } from '../fixtures/orders';
+import { DECLINED_CARD, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
+import { failingDuring } from '../fixtures/outages';
+import { defineSagaTypes, type SagaTypes, type StepHandler } from '../../src/sagas';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
 const ROOT = path.resolve(__dirname, '../..');
+/** The stock service of `order-fragile`: down until a test mends it. */
+const stock = { down: true };
+
+/**
+ * The order types, and `order-fragile` (the worker's only: the CLI never starts it), whose
+ * `releaseStock` fails while the stock service is down: its saga waits for a redrive.
+ */
+function cliTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: string): SagaTypes {
+  const types = sagaTypesFor(config, providerUrl);
+  const base = types.order!;
+  const releaseStock = failingDuring(stock, 'the stock service', base.handlers.releaseStock as StepHandler<unknown>);
+  return defineSagaTypes(...Object.values(types), { ...base, type: 'order-fragile', handlers: { ...base.handlers, releaseStock } });
+}
+
 let h: SagaHarness;
 beforeAll(async () => {
-  h = await startHarness('cli');
+  h = await startHarness('cli', { sagaTypes: cliTypes });
 });
 afterAll(async () => {
   await h?.stop();
@@ -92,6 +108,33 @@ describe('saga CLI', () => {
     expect(refused.code).toBe(EXIT.ERROR);
     expect(refused.stderr.trim()).toBe(`saga: saga ${completedId} has ended (COMPLETED): there is nothing to redrive`);
     expect(both.code).toBe(EXIT.USAGE);
+  });
+
+  it('redrive of a cancelled saga answers how it ended (exit 5 for COMPENSATED, as result), whether it was cancelled while it waited or its cancellation made it compensate', async () => {
+    stock.down = true;
+    // Short of stock after its charge: it compensates, and waits for the stock service.
+    const waiting = await h.client.start('order-fragile', order({ items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] }));
+    // Cancelled during its second step: it compensates, and waits for the stock service.
+    const interrupted = await h.client.start('order-fragile', order({ simulate: { stepDelayMs: 3000 } }));
+    await eventually(() => h.client.status(interrupted.workflowId), (s) => s.state.stepsDone.includes('chargePayment'), 'the second step to begin');
+    await h.client.cancel(interrupted.workflowId);
+    await eventually(() => h.client.status(waiting.workflowId), (s) => s.state.phase === 'NEEDS_ATTENTION', 'the first saga to wait for a redrive');
+    const cancelledWaiting = await saga(['cancel', waiting.workflowId]);
+    await eventually(() => h.client.status(interrupted.workflowId), (s) => s.state.phase === 'NEEDS_ATTENTION', 'the cancelled saga to wait for a redrive');
+    stock.down = false;
+
+    const redriven = [await saga(['redrive', waiting.workflowId]), await saga(['redrive', interrupted.workflowId])];
+
+    expect(cancelledWaiting.code).toBe(EXIT.OK);
+    const [afterWait, afterCancel] = [await h.client.result(waiting.workflowId), await h.client.result(interrupted.workflowId)];
+    expect(afterWait).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED', compensationsRun: ['refundPayment', 'releaseStock', 'undoEntity'], attention: { redrives: 1 } });
+    expect(afterCancel).toMatchObject({ outcome: 'COMPENSATED', reason: 'CANCELLED', compensationsRun: ['refundPayment', 'releaseStock', 'undoEntity'], attention: { redrives: 1 } });
+    expect(redriven.map((r) => r.stderr)).toEqual(['', '']);
+    expect(redriven.map((r) => r.stdout)).toEqual([
+      `${waiting.workflowId}: COMPENSATED (STEP_REJECTED); compensations run: refundPayment, releaseStock, undoEntity\n`,
+      `${interrupted.workflowId}: COMPENSATED (CANCELLED); compensations run: refundPayment, releaseStock, undoEntity\n`,
+    ]);
+    expect(redriven.map((r) => r.code)).toEqual([EXIT.SAGA_FAILED, EXIT.SAGA_FAILED]);
   });
 
   it('start --type order-cancel runs an operation on an existing order like any type; intent shows its lock and row', async () => {
