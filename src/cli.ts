@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import { Command, CommanderError, Option } from 'commander';
 import type { Config } from './config';
 import type { SagaClient, StartedSaga } from './client';
-import type { SagaState } from './shared';
+import type { SagaAttention, SagaState } from './shared';
 import type { SagaTypes } from './sagas';
 import { startTracingIfRequested } from './tracing/env';
 
@@ -29,6 +29,8 @@ export const EXIT = {
   CONFLICT: 4,
   /** With --wait: the saga was compensated (or its compensation failed). */
   SAGA_FAILED: 5,
+  /** With --wait-ms: the saga had not ended when the bound passed; it runs on. */
+  STILL_RUNNING: 6,
   /** Configuration error (a bad environment variable, or no saga types module found). */
   CONFIG: 78,
 } as const;
@@ -90,20 +92,38 @@ function exitForState(state: SagaState): number {
   return EXIT.SAGA_FAILED;
 }
 
+/** Longest --wait-ms: the longest a timer waits (about 24.8 days, past the longest `attentionMs`). */
+const LONGEST_WAIT_MS = 2 ** 31 - 1;
+
+/** `--wait-ms`: a bound on waiting for a saga's end. */
+function waitMsOption(description: string): Option {
+  return new Option('--wait-ms <ms>', description).argParser((v) => {
+    if (!/^[1-9]\d*$/.test(v) || Number(v) > LONGEST_WAIT_MS) throw new UsageError(`--wait-ms must be a whole number of milliseconds from 1 to ${LONGEST_WAIT_MS}`);
+    return v;
+  });
+}
+
+/** How a wait for a saga's end came out: its final state, or, past the bound, its last state seen (if any). */
+type Waited = { final: SagaState } | { running: SagaState | undefined };
+
 /**
- * Follows the saga on stderr, for a person at a terminal, until it ends: the early answer first, then
- * each phase, step and compensation as it happens, the last one included. Off a terminal it only waits.
+ * Waits for the saga to end, at most `waitMs` when given (the saga runs on past it). On stderr,
+ * whenever the saga waits in NEEDS_ATTENTION (its wait for an operator lasts its type's
+ * `attentionMs`, a day by default), one line saying so and what to do; with `started`, for a person
+ * at a terminal, the saga as it goes: the early answer first, then each phase, step and
+ * compensation as it happens, the last one included.
  */
-async function follow(client: SagaClient, started: StartedSaga): Promise<SagaState> {
-  const done = client.result(started.workflowId);
-  if (!process.stderr.isTTY) return done;
-  const { isTerminal } = await import('./shared/index.js');
-  const t0 = Date.now();
-  const say = (line: string) => process.stderr.write(`  +${((Date.now() - t0) / 1000).toFixed(1)}s  ${line}\n`);
-  say(`${started.workflowId}: ${started.reservation.status}; following it (Ctrl-C stops following, not the saga)`);
+async function awaitEnd(client: SagaClient, workflowId: string, options: { started?: StartedSaga; waitMs?: number }): Promise<Waited> {
+  const done = client.result(workflowId);
   let finished = false;
-  void done.finally(() => (finished = true)).catch(() => undefined);
-  const seen = { phase: '', steps: 0, compensations: 0 };
+  const settled = done.finally(() => (finished = true)).catch(() => undefined);
+  const { isTerminal, SagaPhase } = await import('./shared/index.js');
+  const following = options.started !== undefined && process.stderr.isTTY;
+  const t0 = Date.now();
+  const bound = options.waitMs === undefined ? undefined : t0 + options.waitMs;
+  const say = (line: string) => process.stderr.write(`  +${((Date.now() - t0) / 1000).toFixed(1)}s  ${line}\n`);
+  if (following) say(`${workflowId}: ${options.started!.reservation.status}; following it (Ctrl-C stops following, not the saga)`);
+  const seen = { phase: '', steps: 0, compensations: 0, attentionSince: '' };
   const show = (state: SagaState) => {
     const phase = () => {
       if (state.phase !== seen.phase) say(`${state.phase}${state.outcome && state.reason ? ` (${state.reason})` : ''}`);
@@ -117,18 +137,51 @@ async function follow(client: SagaClient, started: StartedSaga): Promise<SagaSta
     seen.compensations = state.compensationsRun.length;
     if (isTerminal(state.phase)) phase();
   };
-  while (!finished) {
-    const state = await client.status(started.workflowId).then(
+  const remaining = () => (bound === undefined ? LONGEST_WAIT_MS : Math.min(bound - Date.now(), LONGEST_WAIT_MS));
+  /** Resolves after `ms`, or as soon as the saga has ended. */
+  const pause = async (ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([settled, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  };
+  let last: SagaState | undefined;
+  while (!finished && remaining() > 0) {
+    // The state query needs a worker: its answer holds up neither the end nor the bound.
+    const polled = client.status(workflowId).then(
       (s) => s.state,
       () => undefined,
     );
-    if (state) show(state);
-    if (state && isTerminal(state.phase)) break;
-    await new Promise((r) => setTimeout(r, 200));
+    const state = await Promise.race([polled, pause(remaining()).then(() => undefined)]);
+    if (state) {
+      last = state;
+      if (following) show(state);
+      // Each wait once: a redrive that fails again starts another.
+      if (state.phase === SagaPhase.NEEDS_ATTENTION && state.attention && state.attention.since !== seen.attentionSince) {
+        seen.attentionSince = state.attention.since;
+        process.stderr.write(attentionNotice(workflowId, state.attention));
+      }
+      if (isTerminal(state.phase)) break;
+    }
+    // Following: a terminal's pace; else a look a second, for a wait that may last a day.
+    if (!finished) await pause(Math.max(0, Math.min(following ? 200 : 1000, remaining())));
   }
+  if (!finished && !(last && isTerminal(last.phase))) return { running: last };
   const final = await done;
-  show(final);
-  return final;
+  if (following) show(final);
+  return { final };
+}
+
+/** What a saga waiting for an operator means, in one line for stderr. */
+function attentionNotice(workflowId: string, attention: SagaAttention): string {
+  return (
+    `saga: ${workflowId} waits for an operator (NEEDS_ATTENTION): ${attention.pending.join(', ')} could not be undone (the failures: saga status ${workflowId}); ` +
+    `once the cause is fixed, saga redrive ${workflowId}; unless redriven by ${attention.until}, it ends COMPENSATION_FAILED\n`
+  );
+}
+
+/** Says on stderr that the wait for the saga's end ran out before the end, and how to wait again. */
+function stillRunning(workflowId: string, waitMs: number, last: SagaState | undefined): void {
+  process.stderr.write(`saga: ${workflowId} is still running after ${waitMs} ms${last ? ` (phase ${last.phase})` : ''}; saga result ${workflowId} waits for its end\n`);
 }
 
 /**
@@ -175,8 +228,9 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       }),
     )
     .option('--wait', 'wait for the saga to end and include its final state')
+    .addOption(waitMsOption('wait at most this long for the saga to end (implies --wait); past it exit 6, the saga running on'))
     .option('--json', 'print JSON')
-    .action(async (opts: { type: string; data: string; idempotencyKey?: string; deadlineMs?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (opts: { type: string; data: string; idempotencyKey?: string; deadlineMs?: string; wait?: boolean; waitMs?: string; json?: boolean }) => {
       const data = await readData(opts.data);
       await withClient(async (client) => {
         const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey, ...(opts.deadlineMs === undefined ? {} : { deadlineMs: Number(opts.deadlineMs) }) });
@@ -184,9 +238,16 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
         let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
         let final: SagaState | undefined;
         // A request rejected at the gate has no saga to wait for.
-        if (opts.wait && started.started) {
-          final = await follow(client, started);
-          exit = exitForState(final);
+        if ((opts.wait || opts.waitMs !== undefined) && started.started) {
+          const waitMs = opts.waitMs === undefined ? undefined : Number(opts.waitMs);
+          const waited = await awaitEnd(client, started.workflowId, { started, waitMs });
+          if ('final' in waited) {
+            final = waited.final;
+            exit = exitForState(final);
+          } else {
+            stillRunning(started.workflowId, waitMs!, waited.running);
+            exit = EXIT.STILL_RUNNING;
+          }
         }
         print({ ...started, ...(final ? { final } : {}) }, !!opts.json, () =>
           [
@@ -221,10 +282,18 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
   program
     .command('result <workflowId>')
     .description('wait for the saga to end; prints its final state')
+    .addOption(waitMsOption('wait at most this long; past it exit 6, printing nothing, the saga running on'))
     .option('--json', 'print JSON')
-    .action(async (workflowId: string, opts: { json?: boolean }) => {
+    .action(async (workflowId: string, opts: { waitMs?: string; json?: boolean }) => {
       await withClient(async (client) => {
-        const state = await client.result(workflowId);
+        const waitMs = opts.waitMs === undefined ? undefined : Number(opts.waitMs);
+        const waited = await awaitEnd(client, workflowId, { waitMs });
+        if (!('final' in waited)) {
+          stillRunning(workflowId, waitMs!, waited.running);
+          setExit(EXIT.STILL_RUNNING);
+          return;
+        }
+        const state = waited.final;
         print(state, !!opts.json, () => `${workflowId}: ${state.outcome}${state.reason ? ` (${state.reason})` : ''}`);
         setExit(exitForState(state));
       });

@@ -137,6 +137,37 @@ describe('saga CLI', () => {
     expect(redriven.map((r) => r.code)).toEqual([EXIT.SAGA_FAILED, EXIT.SAGA_FAILED]);
   });
 
+  it('start --wait and result say when the saga waits for an operator, and --wait-ms bounds their wait: exit 6, the saga running on', async () => {
+    const data = JSON.stringify(order({ payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 9, priceCents: 1 }] }));
+    const key = `attention-${Date.now()}`;
+    const workflowId = sagaWorkflowId('order', key);
+
+    // It comes to wait for an operator while the command waits for its end.
+    const started = await saga(['start', '--type', 'order', '--data', data, '--idempotency-key', key, '--wait-ms', '15000', '--json']);
+    // It waits for one already.
+    const result = await saga(['result', workflowId, '--wait-ms', '1000', '--json']);
+    const unbounded = await saga(['result', workflowId, '--wait-ms', '0']);
+
+    const notice = new RegExp(
+      `^saga: ${workflowId} waits for an operator \\(NEEDS_ATTENTION\\): refundPayment, undoEntity could not be undone \\(the failures: saga status ${workflowId}\\); ` +
+        `once the cause is fixed, saga redrive ${workflowId}; unless redriven by (\\S+), it ends COMPENSATION_FAILED$`,
+    );
+    const running = (ms: number) => `saga: ${workflowId} is still running after ${ms} ms (phase NEEDS_ATTENTION); saga result ${workflowId} waits for its end`;
+    expect(started.stderr.trim().split('\n')).toEqual([expect.stringMatching(notice), running(15000)]);
+    expect(started.code).toBe(EXIT.STILL_RUNNING);
+    expect(json<Started>(started.stdout)).toMatchObject({ workflowId, reservation: { status: 'SUCCESS' }, started: true });
+    expect(json<Started>(started.stdout).final).toBeUndefined();
+    expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(notice), running(1000)]);
+    expect(result.code).toBe(EXIT.STILL_RUNNING);
+    expect(result.stdout).toBe('');
+    expect(unbounded.code).toBe(EXIT.USAGE);
+    expect(unbounded.stderr.trim()).toBe('saga: --wait-ms must be a whole number of milliseconds from 1 to 2147483647');
+    // The saga runs on, waiting for a redrive until the time the notice gave.
+    const { state } = await h.client.status(workflowId);
+    expect(state).toMatchObject({ phase: 'NEEDS_ATTENTION', attention: { pending: ['refundPayment', 'undoEntity'], redrives: 0 } });
+    expect(notice.exec(started.stderr.split('\n')[0]!)?.[1]).toBe(state.attention!.until);
+  });
+
   it('start --type order-cancel runs an operation on an existing order like any type; intent shows its lock and row', async () => {
     const created = await h.client.result((await h.client.start('order', order())).workflowId);
     const data = JSON.stringify({ order: created.entityId });
