@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SagaClient, type StartedSaga } from '../../src/client';
+import type { StartedSaga } from '../../src/client';
 import { intentKeys } from '../../src/rms';
 import { order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
@@ -142,19 +142,6 @@ describe('a SUCCESS answered while no worker runs', () => {
   });
 
   it('refuses a pickup lease shorter than the saga\'s lease', () => {
-    expect(
-      () =>
-        new SagaClient({
-          client: h.client.temporal,
-          rms: h.rms,
-          pool: h.pool,
-          taskQueue: h.config.temporal.taskQueue,
-          uiUrl: '',
-          timings: { ...h.config.saga, compensationAttempts: 2 },
-          types: h.types,
-          intentSecret: new Uint8Array(32),
-          pickupLeaseMs: h.config.saga.leaseMs - 1,
-        }),
-    ).toThrow(/pickupLeaseMs: must be a whole number of milliseconds from timings\.leaseMs/);
+    expect(() => h.newClient({}, { pickupLeaseMs: h.config.saga.leaseMs - 1 })).toThrow(/pickupLeaseMs: must be a whole number of milliseconds from timings\.leaseMs/);
   });
 });
