@@ -12,7 +12,7 @@ import { createSagaServer, type SagaBackend, type SagaServerOptions } from '../.
 
 import { envOf } from '../helpers/processes';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
+import { DECLINED_CARD, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLIENTS = [
@@ -300,6 +300,23 @@ describe('POST with Prefer: wait', () => {
     expect(retry.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await retry.json()).toEqual(body);
+  });
+
+  it('answers a retry of a compensated saga\'s key 201 with its outcome, after another key created the entity', async () => {
+    const cart = order();
+    const declined = { ...cart, payment: { card: DECLINED_CARD } };
+    const key = uniqueKey('declined-then-taken');
+    const first = await start('order', declined, { key, prefer: 'wait=9' });
+    expect(first.status).toBe(201);
+    expect(await first.json()).toMatchObject({ outcome: 'COMPENSATED' });
+    const other = await start('order', cart, { key: uniqueKey('taker'), prefer: 'wait=9' });
+    expect(await other.json()).toMatchObject({ outcome: 'COMPLETED' });
+
+    const retry = await start('order', declined, { key });
+
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retry.json()).toMatchObject({ reservation: { status: 'SUCCESS' }, outcome: 'COMPENSATED' });
   });
 
   it('answers a compensated saga\'s end with its reason', async () => {
