@@ -14,7 +14,8 @@ Replies
   {'ENDED'}                           the session's saga ended here: its key is answered from that
                                       saga, whoever holds the intent now; nothing changed
   {'DUPLICATE', marker}               entity_exists is set; marker is its value, so a caller can tell
-                                      its own saga's entity (a retry of the same request) from another's
+                                      its own saga's entity (a retry of the same request) from another's;
+                                      a lease the session still held is deleted
   {'CONFLICT', retryAfterMs}          another session holds the lease; retryAfterMs = its PTTL
   {'SUCCESS', token, expiresAtMs, 0, n}
                                       lease taken with a new token; n = how many sessions ended
@@ -56,6 +57,14 @@ local marker = redis.call('GET', exists)
 local freed = nil
 if marker then
   if string.sub(marker, 1, 7) ~= '{freed}' then
+    --[[ A lease this session still holds can no longer lead to an entity: give it back, or it would
+         stand, unused, for the rest of its (pickup) lease:
+           A: reserve (pickup lease)            B: late finalise marks B's entity (its row won)
+           A's saga confirms: DUPLICATE         A's lease held, unused, for minutes ]]
+    local held = redis.call('GET', processing)
+    if held and string.match(held, '^([^:]+):') == session then
+      redis.call('DEL', processing)
+    end
     return {'DUPLICATE', marker}
   end
   freed = string.match(marker, '^{freed}:([1-9]%d*)$')

@@ -133,7 +133,8 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
   try {
     const [found, ended] = await Promise.all([req.table.find(deps.pool, req.intentKey), endedSessions(deps.pool, req.intentKey)]);
     row = found;
-    if (await restoreEnded(deps, req, reserved.endedCount, ended)) {
+    await restoreEnded(deps, req.intentKey, reserved.endedCount, ended);
+    if (endedHere(req, ended)) {
       if (!reserved.alreadyHeld) await rms.release(lease);
       return { status: 'ENDED' };
     }
@@ -144,7 +145,7 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
   }
   if (row && (row.status === 'REGISTERED' || row.status === 'COMPLETED') && row.lastFencingToken !== reserved.fencingToken) {
     const owner = entityOwnerOf(row);
-    const repaired = await markEntityExists(deps, req.table, req.intentKey, owner);
+    const repaired = await markEntityExists(deps, req.table, req.intentKey, owner, { endedRestored: true });
     // FREED: that entity's saga was undone and freed the intent after the lookup; the lease stands,
     // and its write will take over the undone row with a higher token.
     if (repaired === 'MARKED') {
@@ -164,11 +165,14 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
 /**
  * Restores in Redis the ended sessions PostgreSQL recorded for the intent (`ended`) when Redis holds
  * fewer (`inRedis`: it lost them), before this call's lease or a read-repair can answer a retry of
- * one of their keys from another request's hold. True when the caller asked `answerEnded` and its own
- * session is among them (a retry of an ended saga's key, whose record Redis had lost).
+ * one of their keys from another request's hold.
  */
-async function restoreEnded(deps: GateDeps, req: { intentKey: string; sessionId: string; answerEnded?: boolean }, inRedis: number, ended: readonly string[]): Promise<boolean> {
-  if (ended.length > inRedis) await deps.rms.rememberEnded({ intent: req.intentKey, sessionTags: ended, retentionMs: deps.keyRetentionMs ?? DEFAULT_KEY_RETENTION_MS });
+async function restoreEnded(deps: GateDeps, intentKey: string, inRedis: number, ended: readonly string[]): Promise<void> {
+  if (ended.length > inRedis) await deps.rms.rememberEnded({ intent: intentKey, sessionTags: ended, retentionMs: deps.keyRetentionMs ?? DEFAULT_KEY_RETENTION_MS });
+}
+
+/** Whether the caller asked `answerEnded` and its own session's saga ended here (a retry of its key, whose record Redis had lost). */
+function endedHere(req: { sessionId: string; answerEnded?: boolean }, ended: readonly string[]): boolean {
   return req.answerEnded === true && ended.includes(sessionTag(req.sessionId));
 }
 
@@ -246,7 +250,8 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
   try {
     const [found, ended] = await Promise.all([req.table.findById(deps.pool, req.entityId), endedSessions(deps.pool, req.intentKey)]);
     row = found;
-    if (await restoreEnded(deps, req, reserved.endedCount, ended)) {
+    await restoreEnded(deps, req.intentKey, reserved.endedCount, ended);
+    if (endedHere(req, ended)) {
       await giveBack();
       return { status: 'ENDED' };
     }
@@ -302,14 +307,24 @@ async function raiseAbove(
  * read of PostgreSQL and then a write here, and the entity may be undone in between: `free` leaves a
  * tombstone that refuses the late write, and if Redis lost that tombstone too, the row is read again
  * after the write and the marker taken back when the row is no longer that entity's. `FREED` means
- * nothing stays marked.
+ * nothing stays marked. The intent's ended sessions are restored from PostgreSQL first, unless the
+ * caller just did.
  */
 export async function markEntityExists(
   deps: GateDeps,
   table: FencedTable,
   intentKey: string,
   owner: EntityOwner,
+  options: {
+    /** The caller restored the intent's ended sessions just now (the gate's truth check). @default false */
+    endedRestored?: boolean;
+  } = {},
 ): Promise<'MARKED' | 'FREED'> {
+  // Redis may have lost the ended sessions with the marker: back before the marker, or a retry of an
+  // ended saga's key would be answered DUPLICATE from it (a late finalise after a flush, say).
+  if (options.endedRestored !== true) {
+    await restoreEnded(deps, intentKey, 0, await endedSessions(deps.pool, intentKey));
+  }
   const repaired = await markAndCheck(deps, table, intentKey, owner);
   deps.metrics?.readRepaired(intentKey, repaired === 'MARKED' ? 'marked' : 'freed');
   return repaired;

@@ -153,6 +153,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
         intentSecret,
         existsTtlMs: config.entityExistsTtlMs,
         keyRetentionMs: config.idempotencyRetentionMs,
+        pickupLeaseMs: config.pickupLeaseMs,
         metrics: options.metrics,
         retentionFloorMs: config.idempotencyRetentionMs,
         workflowService: connection.workflowService,

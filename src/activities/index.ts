@@ -31,6 +31,8 @@ export interface ActivityDeps {
   existsTtlMs?: number;
   /** How long a saga that ended is remembered as its key's answer (IDEMPOTENCY_RETENTION_MS). */
   keyRetentionMs?: number;
+  /** How long a written row's lease is kept until finalise (PICKUP_LEASE_MS). */
+  pickupLeaseMs?: number;
   /** The worker's metrics (leases, read-repairs). @default none */
   metrics?: SagaMetrics;
   /**

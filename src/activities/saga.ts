@@ -6,6 +6,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { WorkflowService } from '@temporalio/client';
 import { isEncrypted } from '../codec/encryption-codec';
+import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { entityOwnerOf, lockEntity, markEntityExists, recordSagaEnd, reserveIntent, undoEntity } from '../gate';
@@ -47,6 +48,11 @@ export interface SagaActivityDeps {
    * `recordSagaEnd`). @default DEFAULT_KEY_RETENTION_MS
    */
   keyRetentionMs?: number;
+  /**
+   * How long a written row's lease is kept until finalise promotes it (PICKUP_LEASE_MS, the gate's).
+   * @default DEFAULT_PICKUP_LEASE_MS
+   */
+  pickupLeaseMs?: number;
   /** Counts leases, read-repairs and the like (steps and sagas are counted by the worker's interceptors). @default none */
   metrics?: SagaMetrics;
   /**
@@ -124,7 +130,18 @@ async function refuseClearInput(workflowService: NonNullable<SagaActivityDeps['w
 }
 
 /** Builds the saga activities. */
-export function createSagaActivities({ rms, pool, timings, types, intentSecret, existsTtlMs, keyRetentionMs, metrics, workflowService }: SagaActivityDeps) {
+export function createSagaActivities({
+  rms,
+  pool,
+  timings,
+  types,
+  intentSecret,
+  existsTtlMs,
+  keyRetentionMs,
+  pickupLeaseMs = DEFAULT_PICKUP_LEASE_MS,
+  metrics,
+  workflowService,
+}: SagaActivityDeps) {
   const gate = { rms, pool, existsTtlMs, keyRetentionMs, metrics };
   /** The tables that operations claim: they carry `created_by`. */
   const claimedTables = new Set(Object.values(types).filter(isEntityOperation).map((def) => def.table.table));
@@ -211,7 +228,7 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
       if (sagaKey === undefined) throw nonRetryable(ErrorType.INVALID_INPUT, 'writeEntity runs only as an activity of a saga');
       const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.timings.leaseMs };
       // A retry after the lease expired must not write: withLease checks ownership before anything else.
-      return withLease(rms, lease, req.timings.heartbeatIntervalMs, async (signal) => {
+      const outcome = await withLease(rms, lease, req.timings.heartbeatIntervalMs, async (signal): Promise<WriteOutcome> => {
         const tx = await pool.connect();
         let open = false;
         try {
@@ -245,6 +262,17 @@ export function createSagaActivities({ rms, pool, timings, types, intentSecret, 
           tx.release();
         }
       }, { metrics });
+      if (outcome.status === 'WRITTEN') {
+        /* Written, not yet finalised: no heartbeat keeps the lease until finalise promotes it, and a
+           worker may take a while to run that (workers killed or paused right after the write). The
+           lease is kept as long as the gate's pickup lease meanwhile, or another request could take
+           the intent and the row (still PROCESSING) from a saga already told SUCCESS:
+             A: write commits, its worker dies       (A's lease ends)    B: reserve, take the row over
+             A: finalise: FENCED_OUT, compensates    A's SUCCESS taken back
+           Lost already (Redis flushed), or Redis away: finalise repairs the marker from the row. */
+        await rms.extend({ ...lease, leaseMs: Math.max(pickupLeaseMs, lease.leaseMs) }).catch(() => undefined);
+      }
+      return outcome;
     },
 
     /**

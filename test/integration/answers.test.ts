@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StartedSaga } from '../../src/client';
 import { intentKeys } from '../../src/rms';
 import { order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
-import { DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
+import { DECLINED_CARD, ordersTable, sagaTypesFor } from '../fixtures/orders';
+import { entityOwnerOf, markEntityExists } from '../../src/gate';
 
 let h: SagaHarness;
 beforeAll(async () => {
@@ -97,6 +98,22 @@ describe('a retry of an ended saga\'s key', () => {
     expect(again).toMatchObject({ workflowId: first.workflowId, replayed: true, outcome: 'COMPENSATED' });
     // And the creating request's own retry still gets its own answer.
     expect(await h.client.start('order', cart, { idempotencyKey: other.idempotencyKey })).toMatchObject({ workflowId: other.workflowId, replayed: true, outcome: 'COMPLETED' });
+  });
+
+  it('gets its own saga\'s outcome after Redis lost its data and a late finalise marked the other entity', async () => {
+    const cart = order();
+    const key = `declined-late-finalise-${randomUUID()}`;
+    const first = await compensated(cart, key);
+    const other = await createdByAnother(cart);
+    await wipe(first.intentKey);
+    // What the other saga's finalise does when it finds its lease gone (LOST): the marker repaired from its row.
+    const row = await ordersTable.find(h.pool, first.intentKey);
+    await markEntityExists(h, ordersTable, first.intentKey, entityOwnerOf(row!));
+
+    const retry = await h.client.start('order', { ...cart, payment: { card: DECLINED_CARD } }, { idempotencyKey: key });
+
+    expect(retry).toMatchObject({ workflowId: first.workflowId, replayed: true, outcome: 'COMPENSATED' });
+    expect(await h.client.start('order', cart, { idempotencyKey: other.idempotencyKey })).toMatchObject({ replayed: true, outcome: 'COMPLETED' });
   });
 
   it('of an operation gets its own outcome while another operation holds the entity\'s lock', async () => {

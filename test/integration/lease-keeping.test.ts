@@ -50,3 +50,27 @@ it('lets the lease expire when PostgreSQL cannot be reached for the write: no ti
   const after = await eventually(() => rms.inspect(intent), (i) => i.holder === undefined, 'the lease to expire', 5_000);
   expect(after.holder).toBeUndefined();
 });
+
+it('keeps a written row\'s lease as long as the pickup lease until finalise: a worker lost between the two costs no SUCCESS', async () => {
+  const pool = createPool(config.db);
+  const pickupLeaseMs = 20_000;
+  const activities = createSagaActivities({ rms, pool, timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes, pickupLeaseMs });
+  const input = orderSaga.schema.parse(order());
+  const intent = intentKey(orderSaga.scope, { test: randomUUID() }, TEST_INTENT_SECRET);
+  const held = await rms.reserve({ intent, sessionId: 'writer', leaseMs: timings.leaseMs });
+  if (held.status !== 'SUCCESS') throw new Error(`could not arrange the lease: ${held.status}`);
+  const owner = { type: 'order', intentKey: intent, sessionId: 'writer', fencingToken: held.fencingToken };
+
+  try {
+    const written = (await new MockActivityEnvironment().run((req: Parameters<typeof activities.writeEntity>[0]) => activities.writeEntity(req), { ...owner, payload: input, timings })) as { status: string };
+
+    expect(written.status).toBe('WRITTEN');
+    const { holder } = await rms.inspect(intent);
+    expect(holder).toMatchObject({ sessionId: 'writer', fencingToken: held.fencingToken });
+    // Far past its own 600 ms: the finalise that promotes it may be a worker's restart away.
+    expect(holder!.remainingMs).toBeGreaterThan(pickupLeaseMs - 5_000);
+  } finally {
+    await rms.release({ intent, sessionId: 'writer', fencingToken: held.fencingToken });
+    await pool.end();
+  }
+});

@@ -261,6 +261,18 @@ describe.each(['single', 'cluster'] as const)('the RMS on %s Redis', (kind) => {
       expect(ttl).toBeLessThanOrEqual(LONG_LEASE_MS);
     });
 
+    it('answers DUPLICATE to a session that still holds the lease once another\'s entity is marked, and deletes that lease', async ({ task }) => {
+      const { rms, intent } = arrange(task.fullName);
+      const a = await reserveOk(rms, intent, 'session-a', LONG_LEASE_MS);
+      // Another saga's entity, marked from its row (a late finalise's repair) while A still holds its lease.
+      await rms.markExists({ intent, fencingToken: String(BigInt(a.fencingToken) - 1n), sessionTag: 'session-b' });
+
+      const confirm = await rms.reserve({ intent, sessionId: 'session-a', leaseMs: LONG_LEASE_MS });
+
+      expect(confirm).toMatchObject({ status: 'DUPLICATE', owner: { sessionTag: 'session-b' } });
+      expect((await rms.inspect(intent)).holder).toBeUndefined();
+    });
+
     it('rememberEnded restores what Redis lost, and SUCCESS says how many sessions ended', async ({ task }) => {
       const { rms, intent } = arrange(task.fullName);
       expect((await reserveOk(rms, intent, 'session-c', SHORT_LEASE_MS)).endedCount).toBe(0);
