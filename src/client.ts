@@ -5,6 +5,7 @@
  * answered without Temporal and leave nothing behind.
  */
 import type { Client, Connection, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { DEFAULT_PICKUP_LEASE_MS, loadConfig, requireCodecKeys, requireIntentSecret, type Config } from './config';
@@ -14,7 +15,7 @@ import type { SagaMetrics } from './metrics';
 import { MAX_LEASE_MS, Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
-import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
+import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -505,19 +506,22 @@ export class SagaClient {
     const limited = await this.#admit(input, def, sessionId, gate);
     if (limited?.admitted.status === 'LIMITED') return { ...this.#rejected({ status: 'CONFLICT', retryAfterMs: limited.admitted.retryAfterMs }), limited: limited.admitted.limit };
     const counted = limited && !limited.admitted.alreadyCounted ? limited.limits : undefined;
-    const reservation = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
+    const taken = { sessionId, fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
     const answer: ReservationAnswer = { status: 'SUCCESS', fencingToken: gate.fencingToken, expiresAt: gate.expiresAt };
-    const start: SagaStart = {
-      type: input.type,
-      idempotencyKey: input.idempotencyKey,
-      data: input.payload,
-      timings: input.timings,
-      reservation,
-      owner: input.owner,
-      ...(input.deadlineMs === undefined ? {} : { deadlineMs: input.deadlineMs }),
-    };
     try {
       const [client, { INTENT_KEY, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+      // Sealed only by a client that encrypts: the worker then knows, without reading its history,
+      // that the start reached Temporal encrypted. Any other start's history is read.
+      const reservation = (await this.#encrypts(client)) ? { ...taken, mac: reservationMac(taken, { workflowId, requestHash: input.requestHash() }, this.#options.intentSecret) } : taken;
+      const start: SagaStart = {
+        type: input.type,
+        idempotencyKey: input.idempotencyKey,
+        data: input.payload,
+        timings: input.timings,
+        reservation,
+        owner: input.owner,
+        ...(input.deadlineMs === undefined ? {} : { deadlineMs: input.deadlineMs }),
+      };
       const handle = await client.workflow.start<typeof reservationSaga>(RESERVATION_SAGA_WORKFLOW, {
         workflowId,
         taskQueue: this.#options.taskQueue,
@@ -552,6 +556,30 @@ export class SagaClient {
       }
       throw err;
     }
+  }
+
+  /** Whether each Temporal client in use encrypts what it sends, probed once. */
+  readonly #encrypting = new WeakMap<Client, Promise<boolean>>();
+
+  /**
+   * Whether `client` encrypts what it sends: a payload run through its data converter's codecs comes
+   * out encrypted (SAGA_CODEC_KEYS' codec, as `connect` sets it; a client given to the constructor
+   * may have none).
+   */
+  #encrypts(client: Client): Promise<boolean> {
+    let answer = this.#encrypting.get(client);
+    if (answer === undefined) {
+      answer = (async () => {
+        const { isEncrypted } = await import('./codec/encryption-codec.js');
+        let probe: Payload[] = [{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('null') }];
+        for (const codec of client.options.loadedDataConverter.payloadCodecs) probe = await codec.encode(probe);
+        return probe.length === 1 && isEncrypted(probe[0]!);
+      })();
+      this.#encrypting.set(client, answer);
+      // A codec that failed is asked again by the next start (which its failure fails too, meanwhile).
+      answer.catch(() => this.#encrypting.delete(client));
+    }
+    return answer;
   }
 
   #rejected(reservation: Extract<ReservationAnswer, { status: 'DUPLICATE' | 'CONFLICT' }>): GateReply {

@@ -4,7 +4,7 @@
  * retryable.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { WorkflowService } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
 import { isEncrypted } from '../codec/encryption-codec';
 import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import type { Pool, PoolClient } from 'pg';
@@ -21,6 +21,7 @@ import {
   StepRejectedError,
   isEntityOperation,
   isExternalStep,
+  isSealedStart,
   parseSagaData,
   planSaga,
   sagaDefinition,
@@ -60,7 +61,15 @@ export interface SagaActivityDeps {
    * Temporal unencrypted is read from its history and deleted (see {@link refuseClearInput}).
    * @default none: such a start is not checked (tests of the activities alone)
    */
-  workflowService?: Pick<WorkflowService, 'getWorkflowExecutionHistory' | 'deleteWorkflowExecution'>;
+  workflowService?: HistoryService;
+}
+
+/** What the activities call of Temporal's workflow service (a connection's `workflowService` is one). */
+export interface HistoryService {
+  getWorkflowExecutionHistory(
+    request: temporal.api.workflowservice.v1.IGetWorkflowExecutionHistoryRequest,
+  ): Promise<temporal.api.workflowservice.v1.IGetWorkflowExecutionHistoryResponse>;
+  deleteWorkflowExecution(request: temporal.api.workflowservice.v1.IDeleteWorkflowExecutionRequest): Promise<unknown>;
 }
 
 /** The holder of a reservation. */
@@ -113,8 +122,9 @@ function refuseInput(err: unknown): never {
 /**
  * A plain Temporal client that starts a saga without the codec stores its input, a card number
  * say, in clear in the history. Such a start is refused before any step: its execution is deleted,
- * history and all, and the saga fails with UNENCRYPTED_INPUT. Starts through SagaClient carry the
- * gate's reservation and always go through the codec; only the others are read.
+ * history and all, and the saga fails with UNENCRYPTED_INPUT. A start that SagaClient sent through
+ * an encrypting Temporal client carries the gate's reservation sealed with the intent secret (see
+ * `isSealedStart`) and is not read; every other start is.
  */
 async function refuseClearInput(workflowService: NonNullable<SagaActivityDeps['workflowService']>, namespace: string, workflowId: string): Promise<void> {
   // This run only: a run started later with the id (through the codec) is not this one.
@@ -173,15 +183,18 @@ export function createSagaActivities({
      * crypto and no saga registry). Malformed or inconsistent input fails without retries.
      */
     async planSaga(req: { workflowId: string; namespace: string; start: unknown }): Promise<SagaPlan> {
-      const gated = typeof req.start === 'object' && req.start !== null && 'reservation' in req.start;
-      if (!gated && workflowService) await refuseClearInput(workflowService, req.namespace, req.workflowId);
+      let plan: SagaPlan | undefined;
+      let refused: unknown;
       try {
-        return planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types, intentSecret });
+        plan = planSaga(req.start, { workflowId: req.workflowId, namespace: req.namespace, timings, types, intentSecret });
       } catch (err) {
-        // A forged reservation fails the plan: that start's input is checked too.
-        if (gated && workflowService) await refuseClearInput(workflowService, req.namespace, req.workflowId);
-        refuseInput(err);
+        refused = err;
       }
+      // Only a start whose reservation SagaClient sealed skips the read: any other, a forged or an
+      // earlier version's reservation included, may have reached Temporal unencrypted.
+      if (workflowService && !(plan && isSealedStart(req.start, plan, intentSecret))) await refuseClearInput(workflowService, req.namespace, req.workflowId);
+      if (plan) return plan;
+      refuseInput(refused);
     },
 
     /**

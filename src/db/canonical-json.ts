@@ -30,17 +30,31 @@ export function requestHash(payload: unknown): string {
  * @throws InvalidArgumentError when the payload is not JSON (a bigint, a cycle).
  */
 export function keyedRequestHash(payload: unknown, secret: Uint8Array): string {
-  // Derived once per secret: every gate answer hashes its request, a DUPLICATE's included.
-  let key = requestHashKeys.get(secret);
-  if (key === undefined) {
-    key = createHmac('sha256', secret).update('reservation-saga request hash', 'utf8').digest();
-    requestHashKeys.set(secret, key);
-  }
-  return createHmac('sha256', key).update(canonicalJson(payload), 'utf8').digest('hex');
+  return keyedHash('reservation-saga request hash', payload, secret);
 }
 
-/** The request-hash key of each intent secret in use. */
-const requestHashKeys = new WeakMap<Uint8Array, Buffer>();
+/**
+ * HMAC-SHA-256 (hex) of the canonical JSON of `value`, under a key derived from `secret` (the
+ * intent-key secret) for `purpose` alone: a hash made for one purpose never passes for another's.
+ * @throws InvalidArgumentError when the value is not JSON (a bigint, a cycle).
+ */
+export function keyedHash(purpose: string, value: unknown, secret: Uint8Array): string {
+  // Derived once per secret and purpose: every gate answer hashes its request, a DUPLICATE's included.
+  let keys = derivedKeys.get(secret);
+  if (keys === undefined) {
+    keys = new Map();
+    derivedKeys.set(secret, keys);
+  }
+  let key = keys.get(purpose);
+  if (key === undefined) {
+    key = createHmac('sha256', secret).update(purpose, 'utf8').digest();
+    keys.set(purpose, key);
+  }
+  return createHmac('sha256', key).update(canonicalJson(value), 'utf8').digest('hex');
+}
+
+/** The keys derived from each intent secret in use, by purpose. */
+const derivedKeys = new WeakMap<Uint8Array, Map<string, Buffer>>();
 
 function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {
   let value = input;

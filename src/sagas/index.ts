@@ -2,11 +2,22 @@
  * The saga types an app declares, and the one place a request becomes a saga input: validated
  * against the type's schema, reduced to its intent key, hashed for the idempotency check.
  */
-import { hash, randomUUID } from 'node:crypto';
+import { hash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { keyedRequestHash, requestHash } from '../db/canonical-json';
+import { keyedHash, keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
-import { ErrorType, IDEMPOTENCY_KEY_PATTERN, MAX_DEADLINE_MS, OWNER_PATTERN, sagaWorkflowId, type SagaInput, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared/saga';
+import {
+  ErrorType,
+  IDEMPOTENCY_KEY_PATTERN,
+  MAX_DEADLINE_MS,
+  OWNER_PATTERN,
+  sagaWorkflowId,
+  type GateReservation,
+  type SagaInput,
+  type SagaLimitCounters,
+  type SagaPlan,
+  type SagaTimings,
+} from '../shared/saga';
 import { isEntityOperation, limitsOf, SagaInputError, type SagaType } from './definition';
 import { decodeEntityId, encodeEntityId, entityNotFound } from './entity-id';
 export { decodeEntityId, encodeEntityId, entityNotFound, ENTITY_ID_PATTERN } from './entity-id';
@@ -410,8 +421,39 @@ const reservationSchema = z
     sessionId: z.string(),
     fencingToken: z.string().regex(/^[1-9][0-9]{0,18}$/).refine((t) => BigInt(t) <= MAX_FENCING_TOKEN, 'must fit a bigint'),
     expiresAt: z.number().int().nonnegative(),
+    mac: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 hex digits').optional(),
   })
   .strict();
+
+/**
+ * The MAC that SagaClient puts in a gate reservation it starts a saga with (`SealedReservation.mac`):
+ * a keyed hash, under a key derived from INTENT_KEY_SECRET for this purpose alone, of the
+ * reservation, the workflow it was taken for and the request's hash. Anyone can compute a saga's
+ * session from its workflow id; only a holder of the secret can seal a reservation, and a seal holds
+ * for its request alone.
+ */
+export function reservationMac(reservation: GateReservation, saga: { workflowId: string; requestHash: string }, intentSecret: Uint8Array): string {
+  const { sessionId, fencingToken, expiresAt } = reservation;
+  return keyedHash('reservation-saga gate reservation', { workflowId: saga.workflowId, requestHash: saga.requestHash, sessionId, fencingToken, expiresAt }, intentSecret);
+}
+
+/**
+ * Whether `start` carries the gate reservation of `plan` (its plan) sealed by a holder of the intent
+ * secret: SagaClient, which seals only a start it sends through an encrypting Temporal client. False
+ * for a start with no reservation, one of the older shape (its reservation is not planned), and one
+ * whose MAC does not hold.
+ */
+export function isSealedStart(start: unknown, plan: SagaPlan, intentSecret: Uint8Array): boolean {
+  const mac = isObject(start) && isObject(start.reservation) ? start.reservation.mac : undefined;
+  if (plan.reservation === undefined || typeof mac !== 'string') return false;
+  const expected = Buffer.from(reservationMac(plan.reservation, { workflowId: sagaWorkflowId(plan.type, plan.idempotencyKey), requestHash: plan.requestHash }, intentSecret), 'hex');
+  const given = Buffer.from(mac, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
 
 /** What a plain Temporal client may start a saga with (see SagaStart). */
 const sagaStartSchema = z
@@ -480,5 +522,6 @@ export function planSaga(
   if (reservation && reservation.sessionId !== sessionId) {
     throw new SagaInputError('inconsistent saga input: the reservation was not taken for this saga\'s session', ErrorType.INVALID_INPUT);
   }
-  return { ...input, sessionId, ...(reservation ? { reservation } : {}) };
+  // The MAC stays out of the plan: the plan a saga records has the shape it always had.
+  return { ...input, sessionId, ...(reservation ? { reservation: { sessionId: reservation.sessionId, fencingToken: reservation.fencingToken, expiresAt: reservation.expiresAt } } : {}) };
 }

@@ -162,8 +162,8 @@ export interface SagaStart {
   data: unknown;
   /** Lease and heartbeat timings; the worker's own, where absent. */
   timings?: Partial<SagaTimings>;
-  /** The reservation `SagaClient` took at the gate, for this saga's session. */
-  reservation?: GateReservation;
+  /** The reservation `SagaClient` took at the gate, for this saga's session, sealed by it. */
+  reservation?: SealedReservation;
   /**
    * Who the saga runs for (SagaClient's `owner`; `http:<client id>` for `saga serve`): the entity it
    * creates is that owner's, and only the same owner's operations find it. A start without one (a
@@ -191,6 +191,21 @@ export interface GateReservation {
   fencingToken: string;
   /** When the lease ends, epoch ms by the Redis server's clock. */
   expiresAt: number;
+}
+
+/**
+ * A gate reservation as `SagaClient` hands it to the saga in its start. A start that reaches Temporal
+ * unencrypted is deleted by the worker, which reads each start's history to know; a start whose
+ * reservation carries a `mac` that holds is not read: only a holder of the intent secret can make
+ * one, and SagaClient makes one only for a start it sends through an encrypting Temporal client.
+ */
+export interface SealedReservation extends GateReservation {
+  /**
+   * Keyed hash (HMAC-SHA-256 under a key derived from INTENT_KEY_SECRET) of the reservation, the
+   * saga's workflow id and its request hash (see `reservationMac`); absent in starts of earlier
+   * versions (their history is read).
+   */
+  mac?: string;
 }
 
 /**

@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { ApplicationFailure } from '@temporalio/common';
+import { NativeConnection, type ActivityInterceptorsFactory, type WorkerOptions } from '@temporalio/worker';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { inject } from 'vitest';
@@ -193,4 +194,35 @@ export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes; 
   } finally {
     await connection.close();
   }
+}
+
+/** A failed attempt of an activity, as {@link activityFailures} records it. */
+export interface ActivityFailure {
+  workflowId: string | undefined;
+  /** The ApplicationFailure's type, or the error's class name. */
+  type: string;
+}
+
+/**
+ * Records every failed attempt of the activity (or local activity) named `activity` that a worker
+ * runs with `workerOptions`: what a test reads when the workflow that ran it is gone (deleted).
+ */
+export function activityFailures(activity: string): { failures: ActivityFailure[]; workerOptions: Partial<WorkerOptions> } {
+  const failures: ActivityFailure[] = [];
+  const recorder: ActivityInterceptorsFactory = (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        try {
+          return await next(input);
+        } catch (err) {
+          if (ctx.info.activityType === activity) {
+            const type = err instanceof ApplicationFailure && err.type ? err.type : err instanceof Error ? err.name : typeof err;
+            failures.push({ workflowId: ctx.info.workflowExecution?.workflowId, type });
+          }
+          throw err;
+        }
+      },
+    },
+  });
+  return { failures, workerOptions: { interceptors: { activity: [recorder] } } };
 }

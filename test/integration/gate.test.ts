@@ -8,9 +8,13 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import type { Pool } from 'pg';
-import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { WorkerOptions } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
+import { createSagaActivities } from '../../src/activities/saga';
 import { SagaClient, type StartedSaga } from '../../src/client';
 import { EncryptionCodec, createCodecServer } from '../../src/codec';
 import { requireCodecKeys, type Config } from '../../src/config';
@@ -20,8 +24,8 @@ import { reserveIntent, type GateAnswer } from '../../src/gate';
 import { Rms, RmsUnavailableError, intentKeys, sessionTag } from '../../src/rms';
 import { createRedis } from '../../src/rms/connection';
 import { sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
-import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer, type SagaMemo } from '../../src/shared';
-import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
+import { INTENT_KEY, SAGA_PHASE, SAGA_TYPE, sagaWorkflowId, type ReservationAnswer, type SagaMemo, type SagaPlan } from '../../src/shared';
+import { activityFailures, eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { readableHistory } from '../../scripts/demo/temporal-cli';
 import { ordersTable, DECLINED_CARD, sagaTypesFor } from '../fixtures/orders';
@@ -36,8 +40,8 @@ afterAll(async () => {
 
 /** Whether a workflow with this id exists (running or closed). */
 /** A worker of the order types under `config` (the harness's), until `fn` resolves. */
-function withWorker<T>(fn: () => Promise<T>, config: Config = h.config): Promise<T> {
-  return runWorker({ config, sagas: sagaTypesFor(config, h.providerUrl) }, fn);
+function withWorker<T>(fn: () => Promise<T>, config: Config = h.config, workerOptions?: Partial<WorkerOptions>): Promise<T> {
+  return runWorker({ config, sagas: sagaTypesFor(config, h.providerUrl), ...(workerOptions ? { workerOptions } : {}) }, fn);
 }
 
 async function exists(workflowId: string): Promise<boolean> {
@@ -760,6 +764,17 @@ describe('a saga started by a plain Temporal client', () => {
   };
   const startByType = (workflowId: string, input: unknown) =>
     temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input)]);
+  /** A reservation as the gate would hand the saga of `key`: its session is anyone's to compute. */
+  const forgedReservation = (key: string) => ({ sessionId: sessionOf(sagaWorkflowId('order', key)), fencingToken: '1', expiresAt: Date.now() + 60_000 });
+  /** The execution's status, or DELETED when Temporal no longer has it. */
+  const executionStatusOf = async (workflowId: string) => {
+    try {
+      return (await h.client.temporal.workflow.getHandle(workflowId).describe()).status.name;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return 'DELETED';
+      throw err;
+    }
+  };
   /** The saga's failure message, once it failed. */
   const failureOf = async (workflowId: string) => {
     const err = await h.client.result(workflowId).then(
@@ -857,6 +872,93 @@ describe('a saga started by a plain Temporal client', () => {
 
     expect(await h.rms.inspect(intentOf(cart))).toEqual({ intent: intentOf(cart), exists: false });
     expect(await ordersTable.find(h.pool, intentOf(cart))).toBeUndefined();
+  });
+
+  it.each([
+    ['the current shape, with a reservation for its session', (key: string, cart: unknown) => ({ type: 'order', idempotencyKey: key, data: cart, reservation: forgedReservation(key) })],
+    ['the older shape (a full SagaInput), with a reservation', (key: string, cart: unknown) => ({ ...h.client.prepare('order', cart, key), reservation: forgedReservation(key) })],
+  ])('refuses an unencrypted start that carries a forged gate reservation in %s, and deletes its execution', async (_, input) => {
+    const cart = order({ payment: { card: '4242424242424242' } });
+    const key = `forged-${randomUUID()}`;
+    const workflowId = sagaWorkflowId('order', key);
+    await temporal(['workflow', 'start', '--type', 'reservationSaga', '--task-queue', h.config.temporal.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input(key, cart))], { codec: false });
+    const { stdout: stored } = await temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false });
+    expect(readableHistory(stored)).toContain('4242424242424242');
+    const planning = activityFailures('planSaga');
+
+    // Deleted (a running execution is terminated first), or ended otherwise.
+    const fate = await withWorker(
+      () => eventually(() => executionStatusOf(workflowId), (status) => status !== 'RUNNING' && status !== 'TERMINATED', 'the saga to be deleted or to end'),
+      h.config,
+      planning.workerOptions,
+    );
+
+    expect(fate).toBe('DELETED');
+    expect(planning.failures).toContainEqual({ workflowId, type: 'UNENCRYPTED_INPUT' });
+    await expect(temporal(['workflow', 'show', '--workflow-id', workflowId, '--output', 'json'], { codec: false })).rejects.toThrow(/not found/i);
+    expect(await h.rms.inspect(intentOf(cart))).toEqual({ intent: intentOf(cart), exists: false });
+    expect(await ordersTable.find(h.pool, intentOf(cart))).toBeUndefined();
+  });
+
+  it('refuses a start by a SagaClient whose Temporal client does not encrypt: its reservation is not sealed, so the worker reads and deletes it', async () => {
+    const unencrypted = new SagaClient({ ...clientOptions(), client: new Client({ connection: h.client.temporal.connection, namespace: h.config.temporal.namespace }) });
+    const started = await unencrypted.start('order', order());
+    expect(started).toMatchObject({ started: true, reservation: { status: 'SUCCESS' } });
+    const planning = activityFailures('planSaga');
+
+    const fate = await withWorker(
+      () => eventually(() => executionStatusOf(started.workflowId), (status) => status !== 'RUNNING' && status !== 'TERMINATED', 'the saga to be deleted or to end'),
+      h.config,
+      planning.workerOptions,
+    );
+
+    expect(fate).toBe('DELETED');
+    expect(planning.failures).toContainEqual({ workflowId: started.workflowId, type: 'UNENCRYPTED_INPUT' });
+  });
+
+  it('plans a start through SagaClient without reading its history, and a start of the previous release (no seal) after reading it', async () => {
+    const cart = order();
+    const started = await h.client.start('order', cart);
+    try {
+      const history = await h.client.temporal.workflowService.getWorkflowExecutionHistory({
+        namespace: h.config.temporal.namespace,
+        execution: { workflowId: started.workflowId, runId: started.runId },
+        maximumPageSize: 1,
+      });
+      const encoded = history.history!.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads!;
+      const [decoded] = await new EncryptionCodec(requireCodecKeys(h.config)).decode(encoded);
+      const start = defaultPayloadConverter.fromPayload<{ reservation: Record<string, unknown> }>(decoded!);
+      const { mac: _mac, ...unsealed } = start.reservation;
+      const calls: string[] = [];
+      const service = h.client.temporal.workflowService;
+      const activities = createSagaActivities({
+        rms: h.rms,
+        pool: h.pool,
+        timings: { ...h.config.saga, compensationAttempts: 2 },
+        types: h.types,
+        intentSecret: TEST_INTENT_SECRET,
+        workflowService: {
+          getWorkflowExecutionHistory: (req) => (calls.push('history'), service.getWorkflowExecutionHistory(req)),
+          deleteWorkflowExecution: (req) => (calls.push('delete'), service.deleteWorkflowExecution(req)),
+        },
+      });
+      const plan = (given: unknown): Promise<SagaPlan> =>
+        new MockActivityEnvironment({ workflowExecution: { workflowId: started.workflowId, runId: started.runId! } }).run(
+          (req: Parameters<typeof activities.planSaga>[0]) => activities.planSaga(req),
+          { workflowId: started.workflowId, namespace: h.config.temporal.namespace, start: given },
+        );
+
+      const sealed = await plan(start);
+      const readForSealed = calls.splice(0);
+      const previous = await plan({ ...start, reservation: unsealed });
+
+      expect(readForSealed).toEqual([]);
+      expect(sealed.reservation).toEqual({ sessionId: sessionOf(started.workflowId), fencingToken: tokenOf(started.reservation), expiresAt: expect.any(Number) });
+      expect(calls).toEqual(['history']);
+      expect(previous).toEqual(sealed);
+    } finally {
+      await h.client.temporal.workflow.getHandle(started.workflowId).terminate('test over');
+    }
   });
 
   it('fails at once, reserving nothing, when it asks for a simulation of a worker without SAGA_SIMULATIONS', async () => {

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/db';
-import { planSaga, prepareSaga, sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
+import { isSealedStart, planSaga, prepareSaga, reservationMac, sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { sagaTypes, type OrderInput } from '../fixtures/orders';
 
@@ -92,6 +92,7 @@ describe('planSaga: what the worker derives from a start by type', () => {
     ['a thousand compensation attempts', { type: 'order', idempotencyKey: 'k1', data: cart, timings: { compensationAttempts: 1000 } }, /compensationAttempts/],
     ['a reservation of another session', { type: 'order', idempotencyKey: 'k1', data: cart, reservation: { sessionId: 'x', fencingToken: '1', expiresAt: 1 } }, /not taken for this saga's session/],
     ['a reservation with a bad token', { type: 'order', idempotencyKey: 'k1', data: cart, reservation: { sessionId: 'x', fencingToken: '-1', expiresAt: 1 } }, /reservation.fencingToken/],
+    ['a reservation with a MAC that is no hash', { type: 'order', idempotencyKey: 'k1', data: cart, reservation: { sessionId: sagaSessionId('default', 'order-k1'), fencingToken: '1', expiresAt: 1, mac: 'x' } }, /reservation.mac: must be 64 hex digits/],
   ])('refuses %s with INVALID_INPUT or UNKNOWN_SAGA_TYPE, naming the problem', (_, start, message) => {
     expect(() => planSaga(start, ctx('k1'))).toThrow(message);
     try {
@@ -103,6 +104,41 @@ describe('planSaga: what the worker derives from a start by type', () => {
 
   it('refuses a saga running under a workflow id its type and key do not name', () => {
     expect(() => planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k2'))).toThrow(/must run as workflow id "order-k1"/);
+  });
+});
+
+describe('a gate reservation sealed with the intent secret', () => {
+  const requestHash = prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }).requestHash;
+  const taken = { sessionId: sagaSessionId('default', 'order-k1'), fencingToken: '17', expiresAt: 1_800_000_000_000 };
+  const sealed = (reservation: object, secret: Uint8Array = TEST_INTENT_SECRET, saga = { workflowId: 'order-k1', requestHash }) => ({ ...reservation, mac: reservationMac(taken, saga, secret) });
+  const startWith = (reservation: object, data: unknown = cart) => ({ type: 'order', idempotencyKey: 'k1', data, reservation });
+  const isSealed = (start: unknown) => isSealedStart(start, planSaga(start, ctx('k1')), TEST_INTENT_SECRET);
+
+  it('is planned without its MAC: the plan has the shape plans always had', () => {
+    expect(planSaga(startWith(sealed(taken)), ctx('k1')).reservation).toEqual(taken);
+  });
+
+  it('holds for the reservation, the saga and the request SagaClient sealed it for', () => {
+    expect(isSealed(startWith(sealed(taken)))).toBe(true);
+  });
+
+  it.each([
+    ['no MAC (a start of an earlier version, or any plain client)', startWith(taken)],
+    ['a MAC under another secret', startWith(sealed(taken, new Uint8Array(32).fill(7)))],
+    ['a MAC of another token', startWith({ ...sealed(taken), fencingToken: '18' })],
+    ['a MAC of another expiry', startWith({ ...sealed(taken), expiresAt: taken.expiresAt + 1 })],
+    ['a MAC of another request (the same reservation, other data)', startWith(sealed(taken), { ...cart, customer: 'eve' })],
+    ['a MAC of another saga', startWith(sealed(taken, TEST_INTENT_SECRET, { workflowId: 'order-k2', requestHash }))],
+    ['the request hash as its MAC', startWith({ ...taken, mac: requestHash })],
+  ])('does not hold with %s', (_, start) => {
+    expect(isSealed(start)).toBe(false);
+  });
+
+  it('does not hold for a start of the older shape, whose reservation is not planned', () => {
+    const older = { ...prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes }), reservation: sealed(taken) };
+
+    expect(planSaga(older, ctx('k1')).reservation).toBeUndefined();
+    expect(isSealed(older)).toBe(false);
   });
 });
 
