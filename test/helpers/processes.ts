@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { inject } from 'vitest';
 import { configEnv, type Config } from '../../src/config';
 import { eventually } from './saga-harness';
 
@@ -22,12 +23,21 @@ export function killWorkerProcesses(): void {
   for (const child of spawned) child.kill('SIGKILL');
 }
 
-/** A worker process (as `npm run worker` starts it), with `env` added to its config's; resolves once it polls. */
-export async function startWorkerProcess(config: Config, env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
+/**
+ * A worker process (as `npm run worker` starts it), with `env` added to its config's; resolves once it
+ * polls. `prebundled`: on the workflow code the run bundled once (test/helpers/worker-process.ts), which
+ * starts in seconds where bundling the sources takes most of a minute on a loaded machine.
+ */
+export async function startWorkerProcess(
+  config: Config,
+  env: NodeJS.ProcessEnv = {},
+  options: { prebundled?: boolean } = {},
+): Promise<{ child: ChildProcess; exited: Promise<number | null>; output: () => string }> {
+  const entry = options.prebundled ? path.join(__dirname, 'worker-process.ts') : path.join(ROOT, 'src/worker.ts');
   // One process (node with tsx's loader), so signals reach the worker itself, not a wrapper.
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/worker.ts')], {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
     cwd: ROOT,
-    env: { ...envOf(config), ...env },
+    env: { ...envOf(config), ...(options.prebundled ? { WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath') } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -118,6 +118,21 @@ async function scanAll(client: Redis | Cluster, pattern: string): Promise<string
   return found.sort();
 }
 
+/**
+ * Deletes every key under `prefix` (SCAN MATCH over every master, one UNLINK per key: keys of
+ * different slots may not share a command): Redis losing a test's data, never the rest of a shared
+ * instance's (no FLUSHALL). Returns how many keys it deleted.
+ */
+export async function wipeKeys(client: Redis | Cluster, prefix: string): Promise<number> {
+  const nodes = client instanceof Cluster ? await clusterMasters(client) : [client];
+  let deleted = 0;
+  for (const node of nodes) {
+    const keys = await scanAll(node, `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`);
+    for (const key of keys) deleted += await node.unlink(key);
+  }
+  return deleted;
+}
+
 async function clusterMasters(cluster: Cluster): Promise<Redis[]> {
   // The node list fills in once the client has read the slot map.
   await cluster.ping();
