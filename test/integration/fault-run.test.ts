@@ -523,8 +523,10 @@ it('answers every key as its saga ended, does each effect once, and leaves no ef
   }
 
   // 4. SUCCESS answers whose saga ended REJECTED: apart when its pickup lease had ended (it ran past
-  // PICKUP_LEASE_MS) or another saga's write outlived its lease (that saga registered the entity
-  // with a token older than this one's: its lease had ended before this SUCCESS was answered).
+  // PICKUP_LEASE_MS), when another saga's write outlived its lease (that saga registered the entity
+  // with a token older than this one's: its lease had ended before this SUCCESS was answered), or
+  // when Redis lost its data (the pickup lease with it) between its SUCCESS and its write: what
+  // docs/http.md says still takes a SUCCESS back, with no second entity (PostgreSQL is the truth).
   const pickupLeaseMs = Math.max(DEFAULT_PICKUP_LEASE_MS, LEASE_MS);
   const rejectedApart: string[] = [];
   const rejectedOther: string[] = [];
@@ -551,6 +553,7 @@ it('answers every key as its saga ended, does each effect once, and leaves no ef
     const described = `${run.workflowId} (run ${run.runId}) ended REJECTED ${state?.reason} at +${(run.closeTime ?? 0) - began} ms, started +${run.startTime - began} ms${wipedNear(run.startTime - began, (run.closeTime ?? 0) - began)}: errors ${JSON.stringify(state?.errors)}, token ${token}${outlived ? `; the entity is ${outlived.workflowId}'s (token ${outlived.state?.fencingToken}, ${outcomeOf(outlived)})` : ''}`;
     if (gateLeaseLost && state?.reason !== 'DUPLICATE' && (run.closeTime ?? 0) - run.startTime >= pickupLeaseMs) rejectedApart.push(`past the pickup lease: ${described}`);
     else if (state?.reason === 'DUPLICATE' && outlived) rejectedApart.push(`a write that outlived its lease: ${described}`);
+    else if (wipedAt.some((w) => w >= run.startTime - began && w <= (run.closeTime ?? Infinity) - began)) rejectedApart.push(`Redis lost its data before its write: ${described}`);
     else rejectedOther.push(described);
   }
 
