@@ -17,6 +17,7 @@ import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
 import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
+  DEFAULT_OWNER,
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
   SagaAbort,
@@ -87,8 +88,7 @@ export interface SagaClientOptions {
   owner?: string;
 }
 
-/** The owner of sagas a SagaClient starts when neither it nor the start names one. */
-export const DEFAULT_OWNER = 'app';
+export { DEFAULT_OWNER };
 
 /** Longest wait {@link SagaClient.start} takes: an hour, far past any request's deadline. */
 export const MAX_WAIT_MS = 3_600_000;
@@ -490,7 +490,7 @@ export class SagaClient {
     if (!(input.operation && isEntityOperation(def))) {
       return reserveIntent(deps, { ...request, ...(input.legacyIntentKey === undefined ? {} : { legacyIntentKey: input.legacyIntentKey }) });
     }
-    const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner });
+    const locked = await lockEntity(deps, { ...request, entityId: input.operation.entityId, owner: input.owner ?? DEFAULT_OWNER });
     if (locked.status === 'NOT_FOUND') {
       // Named as the caller named it (an id of an earlier version is not answered with its new one).
       throw new SagaInputError(entityNotFound(scope, def.entity(input.payload), input.type), ErrorType.ENTITY_NOT_FOUND);

@@ -209,35 +209,35 @@ export interface LockRequest {
   /** As {@link GateRequest.answerEnded}. @default false */
   answerEnded?: boolean;
   /**
-   * Who asks (the saga's owner): an entity created for another owner is NOT_FOUND, as a missing one
-   * is. Absent for a start without an owner (a plain Temporal client), which may operate on any.
+   * Who asks (the saga's owner): only an entity created for this owner is found (and one created for
+   * no one, where its table opts in: `legacy.ownerlessRows`); any other is NOT_FOUND, as a missing
+   * one is.
    */
-  owner?: string;
+  owner: string;
 }
 
 /**
- * Takes the lock of an entity for `sessionId`: a lease on the lock key, as `reserveIntent` takes one
- * (one Lua call; the same session gets its token back), and on SUCCESS one point lookup of the
- * entity's row, which must be COMPLETED and, for a request with an owner, created for that owner
- * (or for none: a row from before owners): no row, another owner's, or one whose creating saga was
- * undone → NOT_FOUND;
- * a row whose creating saga still runs → CONFLICT (retry after {@link CREATION_RUNNING_RETRY_MS});
- * either way the lock just taken is given back. A lock someone holds → CONFLICT, after the same
- * lookup for a request with an owner: one that may not see the entity learns nothing of its owner's
- * work on it (NOT_FOUND). A row already claimed with a token at or above the
- * new one (Redis forgot the lock, and the clock issuing the new token is behind) gets the new token
- * raised above it, as the truth check of a reservation does.
+ * Takes the lock of an entity for `sessionId`. First one point lookup of the entity's row, before
+ * Redis is touched: no row, another owner's, or one whose creating saga was undone → NOT_FOUND,
+ * holding nothing. Then a lease on the lock key, as `reserveIntent` takes one (one Lua call; the same
+ * session gets its token back): a lock someone holds → CONFLICT; on SUCCESS the row is read again
+ * under the lock (it may have changed), and must be COMPLETED and still the owner's: else NOT_FOUND,
+ * or CONFLICT for a row whose creating saga still runs (retry after {@link CREATION_RUNNING_RETRY_MS}),
+ * the lock just taken given back. A row already claimed with a token at or above the new one (Redis
+ * forgot the lock, and the clock issuing the new token is behind) gets the new token raised above it,
+ * as the truth check of a reservation does.
  */
 export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<LockAnswer> {
   const { rms } = deps;
   // An id no row can have (past bigint, say) is a missing entity, answered before any lease is taken.
   if (!isRowId(req.entityId)) return { status: 'NOT_FOUND' };
+  // Whose the entity is, asked before the lease: a caller that may not see it takes no lease at all,
+  // so its requests, however many, never hold the lock while its owner asks (a CONFLICT to the owner),
+  // and it learns nothing of the owner's work on it (a held lock would be its CONFLICT).
+  if (!visibleTo(await req.table.findById(deps.pool, req.entityId), req.owner, req.table)) return { status: 'NOT_FOUND' };
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs, answerEnded: req.answerEnded === true });
   if (reserved.status === 'ENDED') return reserved;
   if (reserved.status !== 'SUCCESS') {
-    // Someone holds the lock. Whether anyone may is the row's to say: a caller that may not see the
-    // entity is answered as for a missing one, not told that its owner is at work on it.
-    if (req.owner !== undefined && !visibleTo(await req.table.findById(deps.pool, req.entityId), req.owner)) return { status: 'NOT_FOUND' };
     // A lock is never finalised, so its key never has an entity marker (a shared tag is 2⁻⁹⁶ unlikely).
     return reserved.status === 'CONFLICT' ? reserved : { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
   }
@@ -259,8 +259,8 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     await giveBack();
     throw err;
   }
-  // Another owner's entity is answered as a missing one: the caller learns nothing of it.
-  if (!visibleTo(row, req.owner)) {
+  // The row as it is under the lock: another owner's entity is answered as a missing one.
+  if (!visibleTo(row, req.owner, req.table)) {
     await giveBack();
     return { status: 'NOT_FOUND' };
   }
@@ -276,11 +276,12 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
 
 /**
  * Whether `owner` may see an entity: its row exists, its creating saga was not undone, and it was
- * created for `owner` (or for no one: a row from before owners were recorded). A request without an
- * owner (a plain Temporal client's start) sees every entity.
+ * created for `owner`, or for no one (a row from before owners were recorded) where `table` opts in
+ * (`legacy.ownerlessRows`).
  */
-function visibleTo(row: ClaimableRow | undefined, owner: string | undefined): row is ClaimableRow {
-  return row !== undefined && row.status !== 'FAILED' && row.status !== 'COMPENSATED' && (owner === undefined || row.createdBy === '' || row.createdBy === owner);
+function visibleTo(row: ClaimableRow | undefined, owner: string, table: FencedTable): row is ClaimableRow {
+  if (row === undefined || row.status === 'FAILED' || row.status === 'COMPENSATED') return false;
+  return row.createdBy === owner || (row.createdBy === '' && table.legacy.ownerlessRows);
 }
 
 /**

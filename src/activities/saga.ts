@@ -30,7 +30,7 @@ import {
   type ExternalStepContext,
   type SagaTypes,
 } from '../sagas';
-import { ErrorType, stepsUndoneBy, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
+import { DEFAULT_OWNER, ErrorType, stepsUndoneBy, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
 
 /** What the saga activities need. */
 export interface SagaActivityDeps {
@@ -208,7 +208,8 @@ export function createSagaActivities({
         const request = { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs };
         if (req.entityId !== undefined) {
           // An entity operation: the entity's lock (see lockEntity).
-          const locked = await lockEntity(gate, { ...request, entityId: req.entityId, ...(req.owner === undefined ? {} : { owner: req.owner }) });
+          // A plan of an earlier version without an owner (a plain start that named none) is the default owner's.
+          const locked = await lockEntity(gate, { ...request, entityId: req.entityId, owner: req.owner ?? DEFAULT_OWNER });
           if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no such entity for ${req.type} (or its creating saga was undone)`);
           answer = locked;
         } else {
@@ -252,8 +253,9 @@ export function createSagaActivities({
             sessionId: req.sessionId,
             fencingToken: req.fencingToken,
             data: def.row(input, { sagaKey }),
-            // Who the entity is for, in a table that operations claim (the only ones with the column).
-            ...(req.createdBy !== undefined && claimedTables.has(def.table.table) ? { createdBy: req.createdBy } : {}),
+            // Who the entity is for, in a table that operations claim (the only ones with the column):
+            // a saga planned by an earlier version without an owner (a plain start) is the default owner's.
+            ...(claimedTables.has(def.table.table) ? { createdBy: req.createdBy ?? DEFAULT_OWNER } : {}),
           });
           if (written.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, 'a newer reservation owns the row');
           if (written.status === 'DUPLICATE') {

@@ -36,6 +36,31 @@ export interface FencedTableOptions {
    * 'amount_cents']`. Same identifier rule as `table`; no duplicates; none of the fencing columns.
    */
   dataColumns: readonly string[];
+  /**
+   * What rows of earlier versions the table's operations still accept (see {@link LegacyRows});
+   * every one off unless named: a new table has no such rows. @default none
+   */
+  legacy?: LegacyRows;
+}
+
+/**
+ * Rows and ids of earlier versions a table's operations still accept: each one a way around the
+ * owner check, so each is opt-in, for a table that holds such rows, until they are migrated
+ * (docs/operations.md, "Owners of rows from earlier versions").
+ */
+export interface LegacyRows {
+  /**
+   * A row with no owner (`created_by` empty: written before the table recorded owners) is open to
+   * every owner's operations. Off: such a row is a missing entity to every owner, until a migration
+   * gives it one (`UPDATE <table> SET created_by = <owner> WHERE created_by = ''`). @default false
+   */
+  ownerlessRows?: boolean;
+  /**
+   * An entity may be named by its bare row id, as earlier versions handed ids out (the owner check
+   * still applies). Off: such an id names no entity (ENTITY_NOT_FOUND); callers use the opaque id,
+   * which an operation started with a row id answers with. @default false
+   */
+  numericIds?: boolean;
 }
 
 /** A fenced row as read by {@link FencedTable.find}. */
@@ -112,7 +137,7 @@ export type ClaimResult = { status: 'CLAIMED' } | { status: 'FENCED_OUT' } | { s
 export interface ClaimableRow extends FencedRow {
   /** Null until an operation first claims the row. */
   lastOperationToken: string | null;
-  /** Who the entity was created for; `''` for a row written before its table had the column's value. */
+  /** Who the entity was created for; `''` for a row written before its table recorded owners (see {@link LegacyRows.ownerlessRows}). */
   createdBy: string;
 }
 
@@ -138,6 +163,19 @@ export const TRANSITIONS = {
 const TAKEOVER_FROM: readonly FencedStatus[] = ['PROCESSING', 'FAILED', 'COMPENSATED'];
 
 export const FENCING_COLUMNS = ['id', 'intent_key', 'status', 'last_fencing_token', 'session_id', 'created_at', 'updated_at'];
+
+/** `legacy` with every field set. @throws InvalidArgumentError for anything but an object of known booleans. */
+function legacyOf(legacy: unknown): Required<LegacyRows> {
+  if (legacy === undefined) return { ownerlessRows: false, numericIds: false };
+  if (typeof legacy !== 'object' || legacy === null || Array.isArray(legacy)) throw new InvalidArgumentError('legacy', 'must be an object { ownerlessRows?, numericIds? }');
+  const given = legacy as Record<string, unknown>;
+  const unknown = Object.keys(given).filter((k) => k !== 'ownerlessRows' && k !== 'numericIds');
+  if (unknown.length > 0) throw new InvalidArgumentError('legacy', `unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (it has ownerlessRows and numericIds)`);
+  for (const field of ['ownerlessRows', 'numericIds']) {
+    if (given[field] !== undefined && typeof given[field] !== 'boolean') throw new InvalidArgumentError(`legacy.${field}`, 'must be a boolean');
+  }
+  return { ownerlessRows: given.ownerlessRows === true, numericIds: given.numericIds === true };
+}
 
 /** The owner column of a table that operations claim: who each entity was created for. */
 export const OWNER_COLUMN = 'created_by';
@@ -282,13 +320,16 @@ export class FencedTable {
   readonly table: string;
   /** The table's data columns, as given. */
   readonly dataColumns: readonly string[];
+  /** What rows of earlier versions its operations accept (every field set; see {@link LegacyRows}). */
+  readonly legacy: Readonly<Required<LegacyRows>>;
   private readonly sql: FencedStatements;
 
-  /** @throws InvalidArgumentError when the table or a column name is not a strict identifier. */
+  /** @throws InvalidArgumentError when the table or a column name is not a strict identifier, or `legacy` is not an object of booleans. */
   constructor(options: FencedTableOptions) {
     this.sql = buildStatements(options);
     this.table = options.table;
     this.dataColumns = [...options.dataColumns];
+    this.legacy = Object.freeze(legacyOf(options.legacy));
   }
 
   /**

@@ -4,7 +4,7 @@
  * compensation has a handler, names are well-formed), so a mistake fails where it is written, not
  * in a worker half-way through a saga.
  */
-import { FencedTable } from '../db/fenced-table';
+import { FencedTable, type FencedTableOptions } from '../db/fenced-table';
 import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
 import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
 import { isEntityOperation, limitsOf, SagaInputError, STEP_NAME_PATTERN, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
@@ -31,9 +31,13 @@ export type OperationDeclaration<I> = { schema: EntityOperation<I>['schema'] } &
     compensation?: Partial<CompensationPolicy>;
   };
 
-/** A fenced table `table` with the data columns a saga's `row` fills (see `fencedTableSql` for its schema). */
-export function fencedTable(table: string, dataColumns: readonly string[]): FencedTable {
-  return new FencedTable({ table, dataColumns });
+/**
+ * A fenced table `table` with the data columns a saga's `row` fills (see `fencedTableSql` for its
+ * schema). `options.legacy`: the rows and ids of earlier versions its operations still accept (see
+ * `LegacyRows`; none unless named).
+ */
+export function fencedTable(table: string, dataColumns: readonly string[], options: Pick<FencedTableOptions, 'legacy'> = {}): FencedTable {
+  return new FencedTable({ table, dataColumns, ...(options.legacy === undefined ? {} : { legacy: options.legacy }) });
 }
 
 /** Declares a saga type that creates an entity. @throws SagaDeclarationError for a malformed declaration. */

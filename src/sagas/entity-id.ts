@@ -5,8 +5,9 @@
  * base64url (22 characters). A random or altered id decrypts to nonzero check bytes, 2⁻⁶⁴ unlikely
  * otherwise, and names no entity.
  *
- * Ids of earlier versions were the row ids themselves; they are still taken (their rows' owners are
- * checked as for any id), and an operation's result names its entity by its new id.
+ * Ids of earlier versions were the row ids themselves; they are taken only for a table that opts in
+ * (`legacy.numericIds`, see LegacyRows; their rows' owners are checked as for any id), and an
+ * operation's result names its entity by its new id.
  */
 import { createCipheriv, createDecipheriv, hkdfSync, type KeyObject, createSecretKey } from 'node:crypto';
 import { isRowId } from '../db/fenced-table';
@@ -50,10 +51,11 @@ export function encodeEntityId(secret: Uint8Array, table: string, rowId: string)
 /**
  * The row id an entity id names in `table`, or undefined when it names none: not an id of this
  * table under this secret (altered, made up, or another table's), or not an id at all. A row id as
- * earlier versions handed out is taken as it is.
+ * earlier versions handed out is taken as it is with `numericIds` (a table that opts in), and names
+ * nothing without.
  */
-export function decodeEntityId(secret: Uint8Array, table: string, id: string): string | undefined {
-  if (isRowId(id)) return id;
+export function decodeEntityId(secret: Uint8Array, table: string, id: string, options: { numericIds?: boolean } = {}): string | undefined {
+  if (isRowId(id)) return options.numericIds === true ? id : undefined;
   if (typeof id !== 'string' || !OPAQUE.test(id)) return undefined;
   const bytes = Buffer.from(id, 'base64url');
   // base64url has 4 spare bits in 22 characters: an id with them set is not one this module wrote.

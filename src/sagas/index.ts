@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { keyedHash, keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
 import {
+  DEFAULT_OWNER,
   ErrorType,
   IDEMPOTENCY_KEY_PATTERN,
   MAX_DEADLINE_MS,
@@ -238,7 +239,7 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
       // The entity's lock: one per entity, shared by every operation type of its scope.
       // Callers name the entity by the id they were handed; the lock and the steps take its row id.
       const given = def.entity(payload);
-      const rowId = decodeEntityId(options.intentSecret, def.table.table, given);
+      const rowId = decodeEntityId(options.intentSecret, def.table.table, given, { numericIds: def.table.legacy.numericIds });
       if (rowId === undefined) throw new SagaInputError(entityNotFound(def.scope, given, type), ErrorType.ENTITY_NOT_FOUND);
       operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId) };
       key = intentKey(`${def.scope}-lock`, { entity: rowId }, options.intentSecret);
@@ -522,6 +523,13 @@ export function planSaga(
   if (reservation && reservation.sessionId !== sessionId) {
     throw new SagaInputError('inconsistent saga input: the reservation was not taken for this saga\'s session', ErrorType.INVALID_INPUT);
   }
-  // The MAC stays out of the plan: the plan a saga records has the shape it always had.
-  return { ...input, sessionId, ...(reservation ? { reservation: { sessionId: reservation.sessionId, fencingToken: reservation.fencingToken, expiresAt: reservation.expiresAt } } : {}) };
+  // The MAC stays out of the plan: the plan a saga records has the shape it always had. A start that
+  // names no owner runs for the default owner, as a SagaClient's would: its entity is that owner's,
+  // not open to every owner. It still counts in no limits (computed above): it passed no gate.
+  return {
+    ...input,
+    owner: owner ?? DEFAULT_OWNER,
+    sessionId,
+    ...(reservation ? { reservation: { sessionId: reservation.sessionId, fencingToken: reservation.fencingToken, expiresAt: reservation.expiresAt } } : {}),
+  };
 }

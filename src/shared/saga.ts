@@ -184,6 +184,12 @@ export const MAX_DEADLINE_MS = 30 * 24 * 60 * 60 * 1000;
 /** Who may start sagas for an owner: 1-64 letters, digits and `. _ : -`, beginning with a letter or digit. */
 export const OWNER_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
+/**
+ * The owner of a saga whose start names none: a SagaClient's without an `owner`, and a plain
+ * Temporal client's start without one (its entity is this owner's, not open to every owner).
+ */
+export const DEFAULT_OWNER = 'app';
+
 /** A reservation taken at the gate, handed to the saga it was taken for. */
 export interface GateReservation {
   /** The saga's session, derived from its workflow id (see `sagaSessionId`). */

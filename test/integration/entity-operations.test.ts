@@ -10,7 +10,8 @@ import type { StartedSaga } from '../../src/client';
 import type { SagaState } from '../../src/shared';
 import { killWorkerProcesses, startWorkerProcess } from '../helpers/processes';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
-import { defineSagaTypes } from '../../src/sagas';
+import { defineSagaTypes, encodeEntityId } from '../../src/sagas';
+import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { ordersTable, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
 
 const CARD = '4242424242424242';
@@ -139,7 +140,8 @@ describe('order-cancel', () => {
   });
 
   it('refuses an order that does not exist with a typed error, holding nothing', async () => {
-    const missing = '987654321987';
+    // An id as this version hands out, of a row that does not exist.
+    const missing = encodeEntityId(TEST_INTENT_SECRET, 'orders', '987654321987');
     await expect(h.client.start('order-cancel', { order: missing })).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
     const prepared = h.client.prepare('order-cancel', { order: missing });
     expect((await h.rms.inspect(prepared.intentKey)).holder).toBeUndefined();
@@ -164,7 +166,8 @@ describe('an order\'s id', () => {
     for (const { id } of [first, second]) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
     // The rows underneath are numbered in order; the ids show none of it.
     expect(BigInt(rowIdOf(second.id))).toBeGreaterThan(BigInt(rowIdOf(first.id)));
-    expect(second.id).not.toContain(rowIdOf(second.id));
+    // Its bytes do not carry the row number in the clear (a digit of a short row id may occur in it by chance).
+    expect(Buffer.from(second.id, 'base64url').readBigUInt64BE(0)).not.toBe(BigInt(rowIdOf(second.id)));
     const cancel = await h.client.start('order-cancel', { order: first.id });
     expect(await h.client.result(cancel.workflowId)).toMatchObject({ outcome: 'COMPLETED', entityId: first.id });
   });
@@ -179,14 +182,7 @@ describe('an order\'s id', () => {
     expect(await rowOf(created.id)).toMatchObject({ cancelled_at: null, last_operation_token: null });
   });
 
-  it('of an earlier version (the row id) still names the order for its owner, and the operation answers with the new id', async () => {
-    const created = await completedOrder(await ownSkus());
-
-    const cancel = await h.client.start('order-cancel', { order: rowIdOf(created.id) });
-
-    expect(await h.client.result(cancel.workflowId)).toMatchObject({ outcome: 'COMPLETED', entityId: created.id });
-    await expect(h.client.start('order-cancel', { order: rowIdOf(created.id) }, { owner: 'someone-else' })).rejects.toMatchObject({ code: 'ENTITY_NOT_FOUND' });
-  });
+  // Ids of earlier versions (the bare row id), taken only where the table opts in: owners.test.ts.
 });
 
 describe('an order\'s owner', () => {
@@ -200,7 +196,7 @@ describe('an order\'s owner', () => {
     const attempts = [
       () => h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' }),
       () => h.client.start('order-amend', { order: created.id, items: [{ sku: skus[0], quantity: 1 }], payment: { card: CARD } }, { owner: 'someone-else' }),
-      () => h.client.start('order-cancel', { order: '987654321986' }, { owner: 'someone-else' }),
+      () => h.client.start('order-cancel', { order: encodeEntityId(TEST_INTENT_SECRET, 'orders', '987654321986') }, { owner: 'someone-else' }),
     ];
 
     for (const attempt of attempts) await expect(attempt()).rejects.toMatchObject({ name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
@@ -222,15 +218,7 @@ describe('an order\'s owner', () => {
     expect((await h.client.result(amending.workflowId)).outcome).toBe('COMPLETED');
   });
 
-  it('is none for an order from before owners were recorded: any owner\'s operation finds it, as before', async () => {
-    const skus = await ownSkus();
-    const created = await completedOrder(skus);
-    await h.pool.query("UPDATE orders SET created_by = '' WHERE id = $1", [rowIdOf(created.id)]);
-
-    const cancel = await h.client.start('order-cancel', { order: created.id }, { owner: 'someone-else' });
-
-    expect((await h.client.result(cancel.workflowId)).outcome).toBe('COMPLETED');
-  });
+  // An order from before owners were recorded (created_by empty): owners.test.ts.
 
   it.each([[''], ['has space'], ['x'.repeat(65)]])('refuses the owner %j with a TypeError, before any gate', async (owner) => {
     await expect(h.client.start('order-cancel', { order: '1' }, { owner })).rejects.toThrow(TypeError);

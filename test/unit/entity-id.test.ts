@@ -36,8 +36,9 @@ describe('entity ids: what callers are handed for a row', () => {
     }
   });
 
-  it('still takes a row id, as earlier versions handed out', () => {
-    expect(decodeEntityId(TEST_INTENT_SECRET, 'orders', '42')).toBe('42');
+  it('takes a row id, as earlier versions handed out, only for a table that opts in', () => {
+    expect(decodeEntityId(TEST_INTENT_SECRET, 'orders', '42', { numericIds: true })).toBe('42');
+    expect(decodeEntityId(TEST_INTENT_SECRET, 'orders', '42')).toBeUndefined();
     expect('42').toMatch(ENTITY_ID_PATTERN);
   });
 });

@@ -63,6 +63,21 @@ describe('defineSaga', () => {
   });
 });
 
+describe('fencedTable\'s legacy rows', () => {
+  it('are none unless named: a new table takes neither ownerless rows nor bare row ids', () => {
+    expect(fencedTable('bookings', ['room']).legacy).toEqual({ ownerlessRows: false, numericIds: false });
+    expect(fencedTable('bookings', ['room'], { legacy: { numericIds: true } }).legacy).toEqual({ ownerlessRows: false, numericIds: true });
+  });
+
+  it.each([
+    [{ ownerless: true }, 'legacy: unknown field "ownerless" (it has ownerlessRows and numericIds)'],
+    [{ ownerlessRows: 'yes' }, 'legacy.ownerlessRows: must be a boolean'],
+    [true, 'legacy: must be an object { ownerlessRows?, numericIds? }'],
+  ])('refuses a malformed one where it is declared (%#)', (legacy, message) => {
+    expect(() => fencedTable('bookings', ['room'], { legacy: legacy as never })).toThrow(message);
+  });
+});
+
 describe('a saga type\'s limits', () => {
   const secret = new Uint8Array(32).fill(7);
   const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };

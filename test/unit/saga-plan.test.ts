@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/db';
-import { isSealedStart, planSaga, prepareSaga, reservationMac, sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
+import { encodeEntityId, isSealedStart, planSaga, prepareSaga, reservationMac, sagaSessionId, unkeyedRequestHash } from '../../src/sagas';
+import { DEFAULT_OWNER } from '../../src/shared';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { sagaTypes, type OrderInput } from '../fixtures/orders';
 
@@ -24,7 +25,9 @@ describe('planSaga: what the worker derives from a start by type', () => {
     const plan = planSaga({ type: 'order', idempotencyKey: 'k1', data: cart }, ctx('k1'));
 
     const prepared = prepareSaga('order', cart, { idempotencyKey: 'k1', timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes });
-    expect(plan).toEqual({ ...prepared, sessionId: sagaSessionId('default', 'order-k1') });
+    // A start that names no owner runs for the default owner, and counts in no limits (it passed no gate).
+    expect(plan).toEqual({ ...prepared, owner: DEFAULT_OWNER, sessionId: sagaSessionId('default', 'order-k1') });
+    expect(plan.limits).toBeUndefined();
   });
 
   it('re-derives, never trusts, what a client from before the gate computed', () => {
@@ -69,7 +72,7 @@ describe('planSaga: what the worker derives from a start by type', () => {
     }
     expect(prepare('order', cart, 'cancel-x')).toThrow('may not begin with "cancel-": "order-cancel-x" is the workflow id of the order-cancel saga of key "x"');
     expect(prepare('order', cart, 'cancelx')).not.toThrow();
-    expect(prepare('order-cancel', { order: '1' }, 'x')).not.toThrow();
+    expect(prepare('order-cancel', { order: encodeEntityId(TEST_INTENT_SECRET, 'orders', '1') }, 'x')).not.toThrow();
   });
 
   it('takes the caller’s timings within bounds, the worker’s where none are given', () => {

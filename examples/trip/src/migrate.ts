@@ -50,9 +50,11 @@ export const TRIP_MIGRATIONS: readonly { name: string; sql: string }[] = [
   { name: '002_hotel_service', sql: HOTEL_SCHEMA_SQL },
   { name: '003_airline_service', sql: AIRLINE_SCHEMA_SQL },
   // Who each trip was created for (SagaClient's owner): trip-cancel finds only its owner's trips.
-  // A database migrated before reservation-saga recorded owners gets the column here; trips from
-  // before it have none ('') and stay open to every owner's operations.
+  // A database migrated before reservation-saga recorded owners gets the column here.
   { name: '004_trips_owner', sql: "ALTER TABLE trips ADD COLUMN IF NOT EXISTS created_by text NOT NULL DEFAULT '';" },
+  // Trips from before owners have none (''), which no operation finds (`trips` does not opt in with
+  // `legacy.ownerlessRows`): they become the default owner's, `app`, whose every trip they were.
+  { name: '005_trips_owner_assigned', sql: "UPDATE trips SET created_by = 'app' WHERE created_by = '';" },
 ];
 
 /** The advisory lock that makes concurrent runs apply each migration once. */
