@@ -71,10 +71,10 @@ async function main(): Promise<void> {
     SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
   };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
-  const client = await SagaClient.connect({ sagas: recordedTypes(config), config });
+  const client = await SagaClient.connect({ sagas: recordedTypes(config), config, operator: true });
   // A lease that ends before the worker starts (every worker down past the pickup lease): the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', PICKUP_LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
-  const shortClient = await SagaClient.connect({ sagas: recordedTypes(shortLease), config: shortLease });
+  const shortClient = await SagaClient.connect({ sagas: recordedTypes(shortLease), config: shortLease, operator: true });
   // The Temporal CLI encrypts what it sends and decrypts answers through a codec server with the
   // recording's keys; `workflow show` goes without it, so the files keep the payloads as stored.
   const codecServer = createCodecServer({ codec: new EncryptionCodec(requireCodecKeys(config)), corsOrigins: [] });

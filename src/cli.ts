@@ -206,8 +206,10 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
   const withClient = async <T>(fn: (client: SagaClient) => Promise<T>, needs?: 'sagas'): Promise<T> => {
     const cfg = await config();
     const [{ SagaClient }, types] = await Promise.all([import('./client.js'), needs === 'sagas' ? sagas(cfg) : {}]);
-    // Temporal on first use: a request the gate rejects exits without loading or reaching it.
-    const client = await SagaClient.connect({ sagas: types, config: cfg, temporal: 'on first use' });
+    // Temporal on first use: a request the gate rejects exits without loading or reaching it. The CLI
+    // is the operator's: its reads, cancels, redrives and settles reach every owner's sagas; its starts
+    // run for the default owner.
+    const client = await SagaClient.connect({ sagas: types, config: cfg, temporal: 'on first use', operator: true });
     try {
       return await fn(client);
     } finally {

@@ -81,11 +81,18 @@ export interface SagaClientOptions {
   /** Counts the gate's answers, their latency, the leases it takes and its read-repairs. @default none */
   metrics?: SagaMetrics;
   /**
-   * Who the sagas it starts run for, unless a start names another ({@link StartOptions.owner}): the
-   * entities they create are this owner's, and only this owner's operations find them.
-   * @default {@link DEFAULT_OWNER}
+   * Who the client acts for, unless a call names another ({@link StartOptions.owner},
+   * {@link OwnerScope.owner}): the sagas it starts run for this owner (the entities they create are
+   * this owner's, and only this owner's operations find them), and `status`, `result`, `cancel`,
+   * `redrive`, `settle` and `list` reach only this owner's sagas. @default {@link DEFAULT_OWNER}
    */
   owner?: string;
+  /**
+   * An operator's client (the `saga` CLI's): `status`, `result`, `cancel`, `redrive`, `settle` and
+   * `list` reach every owner's sagas, unless a call names an owner. Its starts still run for `owner`.
+   * @default false
+   */
+  operator?: boolean;
 }
 
 export { DEFAULT_OWNER };
@@ -166,7 +173,7 @@ export interface SagaSummary {
 }
 
 /** Filters of {@link SagaClient.list}. */
-export interface ListFilter {
+export interface ListFilter extends OwnerScope {
   type?: string;
   outcome?: string;
   phase?: string;
@@ -174,12 +181,15 @@ export interface ListFilter {
   limit?: number;
   /** Only sagas whose workflow id starts with one of these (e.g. one HTTP client's `order-<client>.`). */
   workflowIdPrefixes?: readonly string[];
-  /** Only sagas started for this owner, or recorded with none (started before owners were). */
-  owner?: string;
 }
 
-/** Whose sagas a read or a cancellation may see: with `owner`, only that owner's (and those that record none). */
+/**
+ * Whose sagas a read, a cancellation or a redrive reaches: those of `owner`, and those whose memo
+ * records no owner yet (started before owners were recorded, or by a plain Temporal client and not
+ * yet planned). Another owner's saga is answered as a missing one.
+ */
 export interface OwnerScope {
+  /** @default the client's `owner`; every owner for an operator's client (its `operator` option) */
   owner?: string;
 }
 
@@ -210,8 +220,10 @@ export interface SagaClientConnectOptions {
   temporal?: 'now' | 'on first use';
   /** The process's metrics (see {@link SagaClientOptions.metrics}). @default none */
   metrics?: SagaMetrics;
-  /** Who the sagas it starts run for (see {@link SagaClientOptions.owner}). @default {@link DEFAULT_OWNER} */
+  /** Who the client acts for (see {@link SagaClientOptions.owner}). @default {@link DEFAULT_OWNER} */
   owner?: string;
+  /** An operator's client, which reaches every owner's sagas (see {@link SagaClientOptions.operator}). @default false */
+  operator?: boolean;
 }
 
 /** The Temporal client library, loaded with the first connection (so free by the time one of its errors is checked). */
@@ -243,6 +255,7 @@ export class SagaClient {
       throw new TypeError(`SagaClient pickupLeaseMs: must be a whole number of milliseconds from timings.leaseMs (${options.timings.leaseMs}) to ${MAX_LEASE_MS} (got ${pickupLeaseMs})`);
     }
     checkOwner(options.owner ?? DEFAULT_OWNER, 'SagaClient owner');
+    if (options.operator !== undefined && typeof options.operator !== 'boolean') throw new TypeError(`SagaClient operator: must be a boolean (got ${JSON.stringify(options.operator)})`);
     this.#options = options;
     this.#close = close;
     if (!('connectOnFirstUse' in options.client)) this.#temporal = options.client;
@@ -291,6 +304,7 @@ export class SagaClient {
         keyRetentionMs: config.idempotencyRetentionMs,
         metrics: options.metrics,
         ...(options.owner === undefined ? {} : { owner: options.owner }),
+        ...(options.operator === undefined ? {} : { operator: options.operator }),
       },
       async () => {
         await Promise.allSettled([connection?.then((c) => c.close()), redis.quit().catch(() => redis.disconnect()), pool.end()]);
@@ -340,6 +354,15 @@ export class SagaClient {
   /** The saga's page in the Temporal UI. */
   url(workflowId: string): string {
     return `${this.#options.uiUrl}/workflows/${encodeURIComponent(workflowId)}`;
+  }
+
+  /** Whose sagas a call reaches: the owner it names, else the client's; none (every owner's) for an operator's client. */
+  #scope(options: OwnerScope): string | undefined {
+    if (options.owner !== undefined) {
+      checkOwner(options.owner, 'SagaClient owner scope');
+      return options.owner;
+    }
+    return this.#options.operator === true ? undefined : (this.#options.owner ?? DEFAULT_OWNER);
   }
 
   /** Validates a request without starting anything (SagaInputError when it is bad), for the client's owner or `owner`. */
@@ -425,7 +448,7 @@ export class SagaClient {
     const signal = AbortSignal.timeout(waitMs);
     let final: SagaState;
     try {
-      final = await client.withAbortSignal(signal, () => this.result(started.workflowId));
+      final = await client.withAbortSignal(signal, () => this.#result(started.workflowId));
     } catch (err) {
       if (signal.aborted) return started;
       const { WorkflowFailedError } = await temporalClientLibrary();
@@ -669,7 +692,7 @@ export class SagaClient {
   /** The final state of an ended saga, from its history (no worker needed). */
   async #finalState(workflowId: string): Promise<SagaState> {
     try {
-      return await this.result(workflowId);
+      return await this.#result(workflowId);
     } catch (err) {
       const { WorkflowFailedError } = await temporalClientLibrary();
       if (err instanceof WorkflowFailedError) {
@@ -681,11 +704,19 @@ export class SagaClient {
 
   /**
    * Waits for the saga to end and returns its final state (read from its history: no worker needed
-   * once it has ended), a REJECTED saga's included.
+   * once it has ended), a REJECTED saga's included. A saga of another owner than the call's scope
+   * ({@link OwnerScope}) is answered as a missing one.
    * @throws WorkflowFailedError when its workflow failed without a state (input the worker refused),
-   * was terminated or timed out.
+   * was terminated or timed out; WorkflowNotFoundError when there is no such saga (of the scope's owner).
    */
-  async result(workflowId: string): Promise<SagaState> {
+  async result(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {
+    const owner = this.#scope(options);
+    if (owner !== undefined) await ownedDescription((await this.#temporalClient()).workflow.getHandle(workflowId), owner);
+    return this.#result(workflowId);
+  }
+
+  /** {@link result} of a saga this client already knows it may read. */
+  async #result(workflowId: string): Promise<SagaState> {
     try {
       return (await (await this.#temporalClient()).workflow.getHandle(workflowId).result()) as SagaState;
     } catch (err) {
@@ -700,13 +731,14 @@ export class SagaClient {
    * a worker), an ended one's from its history, with no worker. A saga stopped without a state
    * (terminated, timed out, or failed before its plan) is described by its memo and search
    * attributes: its outcome TERMINATED, TIMED_OUT or FAILED, its last phase, and an error saying so.
-   * With `owner`, a saga started for another owner is answered as a missing one.
-   * @throws WorkflowNotFoundError when there is no such saga (of `owner`).
+   * A saga of another owner than the call's scope ({@link OwnerScope}) is answered as a missing one.
+   * @throws WorkflowNotFoundError when there is no such saga (of the scope's owner).
    */
   async status(workflowId: string, options: OwnerScope = {}): Promise<{ workflowId: string; status: string; state: SagaState; url: string }> {
+    const owner = this.#scope(options);
     const [client, { stateQuery }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
-    const description = await ownedDescription(handle, options.owner);
+    const description = await ownedDescription(handle, owner);
     const status = description.status.name;
     const state = status === 'RUNNING' ? await handle.query(stateQuery) : await this.#endedState(workflowId, description);
     return { workflowId, status, state, url: this.url(workflowId) };
@@ -716,7 +748,7 @@ export class SagaClient {
   async #endedState(workflowId: string, description: WorkflowExecutionDescription): Promise<SagaState> {
     if (description.status.name === 'COMPLETED' || description.status.name === 'FAILED') {
       try {
-        return await this.result(workflowId);
+        return await this.#result(workflowId);
       } catch (err) {
         const { WorkflowFailedError } = await temporalClientLibrary();
         if (!(err instanceof WorkflowFailedError)) throw err;
@@ -725,8 +757,9 @@ export class SagaClient {
     return recordedState(description);
   }
 
-  /** Lists sagas by search attributes, newest first. */
+  /** Lists sagas by search attributes, newest first: those of the filter's owner scope ({@link OwnerScope}). */
   async list(filter: ListFilter = {}): Promise<SagaSummary[]> {
+    const scope = this.#scope(filter);
     const clauses = [`WorkflowType = "${RESERVATION_SAGA_WORKFLOW}"`, `TaskQueue = "${this.#options.taskQueue}"`];
     for (const [name, value] of [
       ['SagaType', filter.type],
@@ -751,7 +784,7 @@ export class SagaClient {
     const [client, { INTENT_KEY, SAGA_OUTCOME, SAGA_PHASE, SAGA_TYPE }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     for await (const wf of client.workflow.list({ query: clauses.join(' AND '), pageSize: Math.min(limit, 1000) })) {
       const owner = ((wf.memo ?? {}) as SagaMemo).owner;
-      if (filter.owner !== undefined && owner !== undefined && owner !== filter.owner) continue;
+      if (scope !== undefined && owner !== undefined && owner !== scope) continue;
       const attrs = wf.typedSearchAttributes;
       out.push({
         workflowId: wf.workflowId,
@@ -769,14 +802,15 @@ export class SagaClient {
   }
 
   /**
-   * Requests cancellation; a saga past its reservation then runs its compensations. With `owner`, a
-   * saga started for another owner is answered as a missing one.
+   * Requests cancellation; a saga past its reservation then runs its compensations. A saga of
+   * another owner than the call's scope ({@link OwnerScope}) is answered as a missing one.
    * @throws SagaEndedError when the saga has already ended (nothing to cancel); WorkflowNotFoundError
-   * when there is no such saga (of `owner`).
+   * when there is no such saga (of the scope's owner).
    */
   async cancel(workflowId: string, options: OwnerScope = {}): Promise<void> {
+    const owner = this.#scope(options);
     const handle = (await this.#temporalClient()).workflow.getHandle(workflowId);
-    const { status } = await ownedDescription(handle, options.owner);
+    const { status } = await ownedDescription(handle, owner);
     if (status.name !== 'RUNNING') throw new SagaEndedError(workflowId, status.name);
     await handle.cancel();
   }
@@ -786,16 +820,17 @@ export class SagaClient {
    * operator fixed their cause (each in its order, `undoEntity` last; none that succeeded runs
    * again), and answers the saga's state after that round: ended (COMPENSATED, or EXPIRED when its
    * deadline made it compensate) or waiting again in NEEDS_ATTENTION, the new failures in its
-   * `errors`. Redrives sent together are answered by one round. With `owner`, a saga started for
-   * another owner is answered as a missing one.
+   * `errors`. Redrives sent together are answered by one round. A saga of another owner than the
+   * call's scope ({@link OwnerScope}) is answered as a missing one.
    * @throws RedriveError when the saga does not wait in NEEDS_ATTENTION (it runs its steps,
-   * compensates, its wait has ended, or it has ended): nothing was run. WorkflowNotFoundError when there is no such saga
-   * (of `owner`).
+   * compensates, its wait has ended, or it has ended): nothing was run. WorkflowNotFoundError when
+   * there is no such saga (of the scope's owner).
    */
   async redrive(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {
+    const owner = this.#scope(options);
     const [client, { redriveUpdate }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
     const handle = client.workflow.getHandle(workflowId);
-    const { status } = await ownedDescription(handle, options.owner);
+    const { status } = await ownedDescription(handle, owner);
     if (status.name !== 'RUNNING') throw new RedriveError(workflowId, `saga ${workflowId} has ended (${status.name}): there is nothing to redrive`);
     try {
       return await handle.executeUpdate(redriveUpdate);
@@ -814,15 +849,17 @@ export class SagaClient {
    * stands (its row becomes COMPLETED; operations find it); `undo`: it is undone as the saga's own
    * undoEntity would have done (its row COMPENSATED, its intent freed when the type's compensation
    * policy frees it, its lease given back). Both are fenced by the saga's token: a row a newer saga
-   * owns is never touched.
+   * owns is never touched. A saga of another owner than the client's is answered as a missing one,
+   * as by {@link SagaClient.status} (an operator's client settles any).
    * @throws SettleError naming why nothing was changed: the saga did not end COMPENSATION_FAILED, is
    * no creation, or its row is not in a state this settles (a PROCESSING row is never kept).
+   * WorkflowNotFoundError when there is no such saga (of the client's owner).
    */
   async settle(workflowId: string, how: 'keep' | 'undo'): Promise<{ workflowId: string; row: 'COMPLETED' | 'COMPENSATED'; intentFreed: boolean }> {
-    const { status } = await (await this.#temporalClient()).workflow.getHandle(workflowId).describe();
+    const { status } = await ownedDescription((await this.#temporalClient()).workflow.getHandle(workflowId), this.#scope({}));
     // A saga waiting in NEEDS_ATTENTION still owns its row: settling under it would race its redrive.
     if (status.name === 'RUNNING') throw new SettleError(workflowId, `saga ${workflowId} is still running: redrive it (saga redrive) or let its wait end, then settle`);
-    const state = await this.result(workflowId);
+    const state = await this.#result(workflowId);
     if (state.outcome !== SagaOutcome.COMPENSATION_FAILED) {
       throw new SettleError(workflowId, `saga ${workflowId} ended ${state.outcome ?? state.phase}, not COMPENSATION_FAILED: there is nothing to settle`);
     }
@@ -922,8 +959,9 @@ async function rejectedState(err: unknown): Promise<SagaState | undefined> {
 }
 
 /**
- * The saga's description, when it runs for `owner` or records none (it started before owners were
- * recorded); with no `owner`, any saga's.
+ * The saga's description, when it runs for `owner` or records none yet (it started before owners were
+ * recorded, or a plain Temporal client started it and it is not planned yet); with no `owner` (an
+ * operator's call), any saga's.
  * @throws WorkflowNotFoundError when there is no such saga, or it runs for another owner: the same
  * error, so a caller cannot tell another owner's saga from a missing one.
  */

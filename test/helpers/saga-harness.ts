@@ -33,13 +33,17 @@ export const TEST_ENV = { SAGA_SIMULATIONS: 'true' };
 
 export interface SagaHarness {
   config: Config;
+  /** An operator's client ({@link SagaClientOptions.operator}) whose starts run for the default owner, `app`. */
   client: SagaClient;
   /** Redis and PostgreSQL clients of the test's own, for arranging and asserting. */
   redis: Redis | Cluster;
   pool: Pool;
   rms: Rms;
-  /** Another SagaClient on the same connections (its own in-flight sharing), with other timings and options if given. */
-  newClient: (timings?: Partial<SagaTimings>, options?: Pick<SagaClientOptions, 'pickupLeaseMs'>) => SagaClient;
+  /**
+   * Another SagaClient on the same connections (its own in-flight sharing), with other timings and
+   * options if given; of the default owner, and no operator's, unless given.
+   */
+  newClient: (timings?: Partial<SagaTimings>, options?: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'>) => SagaClient;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
   /** The saga types of worker and client (the order app's, calling {@link payments}, unless given). */
@@ -85,7 +89,7 @@ export async function startHarness(
   const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
   const temporal = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
-  const newClient = (timings: Partial<SagaTimings> = {}, options: Pick<SagaClientOptions, 'pickupLeaseMs'> = {}) =>
+  const newClient = (timings: Partial<SagaTimings> = {}, options: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'> = {}) =>
     new SagaClient({
       ...options,
       client: temporal,
@@ -101,7 +105,9 @@ export async function startHarness(
     });
   return {
     config,
-    client: newClient(),
+    // The tests' view from outside: its reads reach every owner's sagas, as the operator's CLI does;
+    // its starts run for the default owner.
+    client: newClient({}, { operator: true }),
     newClient,
     redis,
     pool,

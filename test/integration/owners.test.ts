@@ -2,10 +2,11 @@
  * Owners are exact (DESIGN.md invariant 12): a caller reaches only what it owns. A row with no owner
  * and an entity named by its bare row id are found only where their table opts in; a plain start
  * without an owner runs for the default owner; a non-owner's request for an entity takes no lease
- * (so it cannot make the owner's request CONFLICT). Real Redis, PostgreSQL, Temporal dev server and
- * payment provider.
+ * (so it cannot make the owner's request CONFLICT); and a SagaClient's owner scopes every read and
+ * signal without being passed again. Real Redis, PostgreSQL, Temporal dev server and payment provider.
  */
 import { randomUUID } from 'node:crypto';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineSagaTypes, fencedTable } from '../../src/sagas';
 import { RESERVATION_SAGA_WORKFLOW } from '../../src/shared';
@@ -152,3 +153,35 @@ describe('a non-owner hammering an order\'s id', () => {
     expect((await h.rms.inspect(lock)).holder).toBeUndefined();
   });
 });
+
+describe('a SagaClient\'s owner', () => {
+  it('scopes status, result, cancel, redrive and list without being passed on each call', async () => {
+    const teamX = h.newClient({}, { owner: 'team-x' });
+    const running = await h.client.start('order', order({ simulate: { stepDelayMs: 5000 } }));
+    const own = await teamX.start('order', order());
+    await teamX.result(own.workflowId);
+
+    await expect(teamX.status(running.workflowId)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    await expect(teamX.result(running.workflowId)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    await expect(teamX.redrive(running.workflowId)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    await expect(teamX.cancel(running.workflowId)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    await eventually(() => h.client.list({ owner: 'team-x' }), (found) => found.some((s) => s.workflowId === own.workflowId), 'team-x\'s saga to be listed');
+    const listed = (await teamX.list()).map((s) => s.workflowId);
+    expect(listed).toContain(own.workflowId);
+    expect(listed).not.toContain(running.workflowId);
+
+    // Its own sagas it reaches as ever, and the other owner's saga ran on untouched.
+    expect((await teamX.status(own.workflowId)).state.outcome).toBe('COMPLETED');
+    expect((await h.newClient().result(running.workflowId)).outcome).toBe('COMPLETED');
+  });
+
+  it('is not the operator\'s: an operator client reaches every owner\'s saga, and a call may still name one', async () => {
+    const operator = h.newClient({}, { operator: true });
+    const theirs = await h.newClient({}, { owner: 'team-y' }).start('order', order());
+
+    expect((await operator.result(theirs.workflowId)).outcome).toBe('COMPLETED');
+    expect((await operator.status(theirs.workflowId)).state.outcome).toBe('COMPLETED');
+    await expect(operator.status(theirs.workflowId, { owner: 'app' })).rejects.toBeInstanceOf(WorkflowNotFoundError);
+  });
+});
+

@@ -50,8 +50,11 @@ describe('traces in one process (in-memory span exporter)', () => {
   beforeAll(async () => {
     const tracing = startTracing({ serviceName: 'tracing-test', spanProcessors: [new SimpleSpanProcessor(exporter)] });
     expect(tracing).toBeDefined();
-    // Made after tracing started, as a process's entry point makes them: both pick it up.
-    client = await SagaClient.connect({ sagas: h.types, config: h.config });
+    // Made after tracing started, as a process's entry point makes them: both pick it up. An operator's
+    // client: its `result` reads a saga without describing it first for its owner, so the spans of a
+    // saga are those of its start, its workflow and its activities (an owner's `result` adds a
+    // DescribeWorkflow span of the caller's own, in the caller's trace).
+    client = await SagaClient.connect({ sagas: h.types, config: h.config, operator: true });
     const connection = await NativeConnection.connect({ address: h.config.temporal.address });
     // No prebuilt bundle: the worker bundles its workflows with the tracing interceptors, as `src/worker.ts` run by tsx does.
     const app = await createWorker({ sagas: h.types, config: h.config, connection });
