@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createSagaActivities } from '../../src/activities/saga';
+import { createSagaActivities, type WriteOutcome } from '../../src/activities/saga';
 import { createPool } from '../../src/db/pool';
 import { Rms, createRedis, intentKey } from '../../src/rms';
 
@@ -62,7 +62,8 @@ it('keeps a written row\'s lease as long as the pickup lease until finalise: a w
   const owner = { type: 'order', intentKey: intent, sessionId: 'writer', fencingToken: held.fencingToken };
 
   try {
-    const written = (await new MockActivityEnvironment().run((req: Parameters<typeof activities.writeEntity>[0]) => activities.writeEntity(req), { ...owner, payload: input, timings })) as { status: string };
+    const write = (req: Parameters<typeof activities.writeEntity>[0]) => activities.writeEntity(req);
+    const written = await new MockActivityEnvironment().run<Parameters<typeof write>, WriteOutcome, typeof write>(write, { ...owner, payload: input, timings });
 
     expect(written.status).toBe('WRITTEN');
     const { holder } = await rms.inspect(intent);
