@@ -138,6 +138,15 @@ const FOLDED = new Set([
  */
 export const REDRIVE_CANCELLED_PATCH = 'redrive-of-cancelled-saga';
 
+/**
+ * A saga whose fenced write finds another saga's entity in PostgreSQL (REGISTERED or COMPLETED
+ * under an older token: a late finalise, or Redis that forgot it) ends REJECTED, as one refused at
+ * its reservation does: it wrote nothing, and its key is a new attempt. Before, the rejection was
+ * thrown inside the steps' try and compensated: the saga ended COMPENSATED (SAGA_REJECTED). Asked
+ * only there, on its own.
+ */
+export const REJECTED_AT_WRITE_PATCH = 'rejected-at-write';
+
 /** Whether the saga runs the code of a patch: `patched`, or true for a folded one in a saga that took them all. */
 type Patched = (patchId: string) => boolean;
 
@@ -672,6 +681,8 @@ async function runReserved(
     return finish(SagaOutcome.EXPIRED, ErrorType.DEADLINE_EXCEEDED);
   }
 
+  // Set when the write found another saga's entity and the saga ends REJECTED (REJECTED_AT_WRITE_PATCH).
+  let rejectedAtWrite = false;
   try {
     // 2. Fenced write, kept alive by heartbeats that extend the lease.
     enter(SagaPhase.WRITING);
@@ -679,6 +690,7 @@ async function runReserved(
     const written = await act.write.writeEntity({ ...owner, payload: input.payload, timings: input.timings, ...(input.owner === undefined ? {} : { createdBy: input.owner }) });
     if (written.status === 'DUPLICATE') {
       // PostgreSQL knew an entity that Redis had forgotten; the activity repaired the RMS.
+      rejectedAtWrite = has(REJECTED_AT_WRITE_PATCH);
       return reject('DUPLICATE');
     }
     state.entityId = written.entityId;
@@ -712,6 +724,8 @@ async function runReserved(
       return finish(SagaOutcome.COMPLETED);
     }
   } catch (err) {
+    // Nothing of its own to undo: the rejection ends the saga, as at its reservation.
+    if (rejectedAtWrite) throw err;
     const cancelled = isCancellation(err);
     state.errors.push({ at: state.phase, type: cancelled ? 'CANCELLED' : failureType(err), message: failureMessage(err) });
     enter(SagaPhase.COMPENSATING);

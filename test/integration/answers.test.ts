@@ -8,8 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StartedSaga } from '../../src/client';
+import type { SagaDefinition } from '../../src/sagas';
 import { intentKeys } from '../../src/rms';
-import { order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
+import { eventually, order, startHarness, withWorker as runWorker, type SagaHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD, ordersTable, sagaTypesFor } from '../fixtures/orders';
 import { entityOwnerOf, markEntityExists } from '../../src/gate';
 
@@ -131,6 +132,46 @@ describe('a retry of an ended saga\'s key', () => {
 
     expect(retry).toMatchObject({ workflowId: declined.workflowId, replayed: true, outcome: 'COMPENSATED' });
     await h.client.temporal.workflow.getHandle(cancel.workflowId).terminate('test over');
+  });
+});
+
+describe('a saga whose write finds another saga\'s entity in PostgreSQL', () => {
+  it('ends REJECTED, wrote and undid nothing, and leaves its key to a new attempt', async () => {
+    const cart = order();
+    const def = h.types.order as SagaDefinition;
+    const intent = h.client.prepare('order', cart).intentKey;
+    // Another saga's row, written and about to be registered (its finalise under way), older than ours.
+    const held = await h.rms.reserve({ intent, sessionId: 'another-saga', leaseMs: 60_000 });
+    if (held.status !== 'SUCCESS') throw new Error(`could not arrange the other saga: ${held.status}`);
+    await def.table.writeFenced(h.pool, { intentKey: intent, sessionId: 'another-saga', fencingToken: held.fencingToken, data: def.row(def.schema.parse(cart), { sagaKey: 'another-saga' }), createdBy: 'app' });
+    await h.rms.release({ intent, sessionId: 'another-saga', fencingToken: held.fencingToken });
+    const registering = await h.pool.connect();
+    try {
+      await registering.query('BEGIN');
+      expect(await def.table.markRegistered(registering, { intentKey: intent, fencingToken: held.fencingToken })).toEqual({ status: 'OK' });
+      // The gate and the saga's confirmation see the row PROCESSING (not yet committed REGISTERED).
+      const first = await h.client.start('order', cart);
+      expect(first.reservation.status).toBe('SUCCESS');
+
+      const final = await withWorker(async () => {
+        // The saga's write waits on the other saga's row, which is then registered.
+        await eventually(
+          () => h.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO \"orders\"%'"),
+          (r) => r.rows[0]!.n > 0,
+          'the write to wait on the row',
+        );
+        await registering.query('COMMIT');
+        return h.client.result(first.workflowId);
+      });
+
+      expect(final).toMatchObject({ outcome: 'REJECTED', reason: 'DUPLICATE', stepsDone: [], compensationsRun: [] });
+      expect(await ordersTable.find(h.pool, intent)).toMatchObject({ status: 'REGISTERED', lastFencingToken: held.fencingToken });
+      // A REJECTED saga holds no answer: its key is a new attempt, told DUPLICATE now.
+      expect(await h.client.start('order', cart, { idempotencyKey: first.idempotencyKey })).toMatchObject({ reservation: { status: 'DUPLICATE' }, started: false });
+    } finally {
+      await registering.query('ROLLBACK').catch(() => undefined);
+      registering.release();
+    }
   });
 });
 

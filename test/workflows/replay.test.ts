@@ -54,6 +54,10 @@ describe('recorded saga histories', () => {
         // Its lease ended before any worker ran it and another request took the intent: REJECTED, a
         // failed workflow carrying its state (rejected-saga-fails).
         'gate-rejected',
+        // Its write found another saga's entity (registered meanwhile): REJECTED, nothing undone
+        // (rejected-at-write); recorded before that patch, it compensated (COMPENSATED, SAGA_REJECTED).
+        'gate-rejected-at-write',
+        'pre-rejected-at-write-gate-rejected-at-write',
         // Past its deadline: compensated (EXPIRED), or before its write (nothing written).
         'gate-expired',
         'gate-expired-unwritten',
