@@ -114,11 +114,11 @@ export async function rmsReserve({ config, sizes, progress }: BenchContext): Pro
           const stop = await meter.start();
           const reserve = await redisBenchmark(binary!, config.redis.url, {
             ...common,
-            command: ['EVALSHA', reserveSha, '2', `${prefix}p{${randomKey}}`, `${prefix}e{${randomKey}}`, limitSession, String(LEASE_MS)],
+            command: ['EVALSHA', reserveSha, '3', `${prefix}p{${randomKey}}`, `${prefix}e{${randomKey}}`, `${prefix}d{${randomKey}}`, limitSession, String(LEASE_MS), ''],
           });
           const release = await redisBenchmark(binary!, config.redis.url, {
             ...common,
-            command: ['EVALSHA', releaseSha, '1', `${prefix}p{${randomKey}}`, `${limitSession}:1`],
+            command: ['EVALSHA', releaseSha, '2', `${prefix}p{${randomKey}}`, `${prefix}d{${randomKey}}`, `${limitSession}:1`, '', '0'],
           });
           const { redis: redisCpu = Number.NaN } = await stop();
           calibratedRps = reserve.rps;
