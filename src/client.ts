@@ -17,6 +17,7 @@ import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
 import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
+  DEFAULT_COMPENSATION_ATTEMPTS,
   DEFAULT_OWNER,
   ErrorType,
   RESERVATION_SAGA_WORKFLOW,
@@ -210,7 +211,7 @@ export interface SagaClientConnectOptions {
   sagas: SagaList;
   /** The settings. @default `loadConfig(process.env)` */
   config?: Config;
-  /** Attempts of each compensation, for the sagas it starts. @default 5 */
+  /** Attempts of each compensation whose saga type gives it no `compensationRetry`, for the sagas it starts. @default 5 */
   compensationAttempts?: number;
   /**
    * When to connect to Temporal: `now`, or `on first use` (see {@link TemporalOnFirstUse}: a request
@@ -271,7 +272,7 @@ export class SagaClient {
   static async connect(options: SagaClientConnectOptions): Promise<SagaClient> {
     const types = sagaTypesOf(options.sagas);
     const config = options.config ?? loadConfig(process.env);
-    const compensationAttempts = options.compensationAttempts ?? 5;
+    const compensationAttempts = options.compensationAttempts ?? DEFAULT_COMPENSATION_ATTEMPTS;
     checkSagaTimings({ ...config.saga, compensationAttempts });
     const intentSecret = requireIntentSecret(config);
     requireCodecKeys(config);

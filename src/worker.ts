@@ -26,7 +26,7 @@ import { Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { PROJECT_ROOT } from './paths';
 import { handlerOf, isEntityOperation, recordedInputRefusal, SagaDeclarationError, sagaTypesOf, type SagaList, type SagaType, type SagaTypes } from './sagas';
-import { RESERVATION_SAGA_WORKFLOW, SAGA_TYPE, type SagaMemo, type SagaPlan } from './shared';
+import { DEFAULT_COMPENSATION_ATTEMPTS, RESERVATION_SAGA_WORKFLOW, SAGA_TYPE, type SagaMemo, type SagaPlan } from './shared';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from './sagas/load';
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
@@ -52,7 +52,7 @@ export const TRACING_WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporali
 export const TRACED_WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle-traced.js');
 
 /** Attempts of a compensation, for sagas started without timings. */
-export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
+export { DEFAULT_COMPENSATION_ATTEMPTS } from './shared/saga';
 
 /**
  * What a worker that traces adds: spans for each activity (a child of the workflow's), the workflow

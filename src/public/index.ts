@@ -49,6 +49,8 @@ export {
   type SagaEnd,
   type SagaError,
   type SagaStepPlan,
+  type StepRetryPolicy,
+  DEFAULT_COMPENSATION_ATTEMPTS,
   type CompensationPolicy,
   type SagaTimings,
   type SagaStart,

@@ -6,7 +6,7 @@
  */
 import { FencedTable, type FencedTableOptions } from '../db/fenced-table';
 import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
-import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, type CompensationPolicy } from '../shared/saga';
+import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, MAX_RETRY_ATTEMPTS, MAX_RETRY_TOTAL_MS, type CompensationPolicy, type SagaStepPlan, type StepRetryPolicy } from '../shared/saga';
 import { isEntityOperation, limitsOf, SagaInputError, STEP_NAME_PATTERN, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
@@ -94,6 +94,7 @@ function checkDeclaration(def: SagaType<unknown>): void {
       if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
     }
   }
+  for (const plan of def.steps) checkRetries(plan, type);
   if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
     throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
   }
@@ -108,6 +109,43 @@ function checkDeclaration(def: SagaType<unknown>): void {
   }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
   if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step (one kept for running sagas goes in retiredHandlers)`);
+}
+
+const RETRY_FIELDS = ['maximumAttempts', 'totalMs', 'initialIntervalMs', 'backoffCoefficient', 'maximumIntervalMs', 'nonRetryableErrorTypes'] as const;
+
+/** A step's `retry` and `compensationRetry`: well-formed, and no bound on a step nothing could undo. */
+function checkRetries(plan: SagaStepPlan, type: string): void {
+  const { step, compensation, retry, compensationRetry } = plan;
+  if (retry !== undefined) checkRetryPolicy(retry, type, `step "${step}": retry`);
+  if (compensationRetry !== undefined) {
+    if (compensation === undefined) throw new SagaDeclarationError(type, `step "${step}": compensationRetry without a compensation`);
+    checkRetryPolicy(compensationRetry, type, `step "${step}": compensationRetry`);
+  }
+  if (compensation === undefined && retry !== undefined && (retry.maximumAttempts !== undefined || retry.totalMs !== undefined)) {
+    throw new SagaDeclarationError(type, `step "${step}": retry bounds a step without a compensation (nothing could undo it, so it is retried until it succeeds or is refused); give it intervals only, or a compensation`);
+  }
+}
+
+function checkRetryPolicy(policy: StepRetryPolicy, type: string, which: string): void {
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) throw new SagaDeclarationError(type, `${which} must be an object { ${RETRY_FIELDS.join(', ')} }`);
+  const unknown = Object.keys(policy).filter((k) => !(RETRY_FIELDS as readonly string[]).includes(k));
+  if (unknown.length > 0) throw new SagaDeclarationError(type, `${which}: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a retry policy has ${RETRY_FIELDS.join(', ')})`);
+  const wholeIn = (field: 'maximumAttempts' | 'totalMs' | 'initialIntervalMs' | 'maximumIntervalMs', max: number, unit: string) => {
+    const value = policy[field];
+    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) throw new SagaDeclarationError(type, `${which}.${field} must be a whole number${unit} from 1 to ${max}`);
+  };
+  wholeIn('maximumAttempts', MAX_RETRY_ATTEMPTS, '');
+  wholeIn('totalMs', MAX_RETRY_TOTAL_MS, ' of ms');
+  wholeIn('initialIntervalMs', MAX_RETRY_TOTAL_MS, ' of ms');
+  wholeIn('maximumIntervalMs', MAX_RETRY_TOTAL_MS, ' of ms');
+  const { backoffCoefficient, initialIntervalMs = 200, maximumIntervalMs, nonRetryableErrorTypes } = policy;
+  if (backoffCoefficient !== undefined && !(typeof backoffCoefficient === 'number' && Number.isFinite(backoffCoefficient) && backoffCoefficient >= 1 && backoffCoefficient <= 100)) {
+    throw new SagaDeclarationError(type, `${which}.backoffCoefficient must be a number from 1 to 100`);
+  }
+  if (maximumIntervalMs !== undefined && maximumIntervalMs < initialIntervalMs) throw new SagaDeclarationError(type, `${which}.maximumIntervalMs must be at least initialIntervalMs (${initialIntervalMs})`);
+  if (nonRetryableErrorTypes !== undefined && !(Array.isArray(nonRetryableErrorTypes) && nonRetryableErrorTypes.every((t) => typeof t === 'string' && t.length > 0))) {
+    throw new SagaDeclarationError(type, `${which}.nonRetryableErrorTypes must be a list of failure type names`);
+  }
 }
 
 function checkLimits(def: SagaType<unknown>, type: string): void {

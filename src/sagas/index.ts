@@ -200,6 +200,7 @@ export function prepareSaga(type: string, data: unknown, options: PrepareOptions
     intentKey: key,
     ...(legacyIntentKey === undefined ? {} : { legacyIntentKey }),
     payload,
+    // With their retry policies: a running saga keeps the ones it was planned with.
     steps: def.steps.map((s) => ({ ...s })),
     compensation: { ...def.compensation },
     ...rest,

@@ -111,6 +111,65 @@ export interface SagaStepPlan {
    * reverse, or at once, by the type's policy). Only in a type that creates an entity.
    */
   group?: string;
+  /**
+   * How the step's attempts are retried after an infrastructure error (a refusal,
+   * `StepRejectedError`, is never retried). @default 8 attempts, 200 ms doubling up to 5 s apart
+   * (about 30 s); a step of an operation with no compensation: until it succeeds or is refused
+   */
+  retry?: StepRetryPolicy;
+  /**
+   * How its compensation's attempts are retried before the compensation counts as failed (the saga
+   * then waits in NEEDS_ATTENTION). A plan records it, so a running saga keeps the policy it was
+   * planned with. @default `compensationAttempts` of the client that started the saga (5 unless it
+   * sets them), 200 ms doubling up to 5 s apart
+   */
+  compensationRetry?: StepRetryPolicy;
+}
+
+/**
+ * How a step's or a compensation's attempts are retried: Temporal's retry policy, in milliseconds.
+ * Attempts stop at the first of `maximumAttempts` and `totalMs` reached.
+ */
+export interface StepRetryPolicy {
+  /** At most this many attempts, the first included (1 to 1000). @default no bound but `totalMs` */
+  maximumAttempts?: number;
+  /** No attempt starts after this long from the first one's scheduling, in ms (at most 30 days). @default no bound but `maximumAttempts` */
+  totalMs?: number;
+  /** The wait before the second attempt, in ms (at least 1). @default 200 */
+  initialIntervalMs?: number;
+  /** Each wait is the previous one times this (at least 1). @default 2 */
+  backoffCoefficient?: number;
+  /** No wait is longer than this, in ms (at least `initialIntervalMs`). @default 100 × initialIntervalMs */
+  maximumIntervalMs?: number;
+  /** The failure types (ApplicationFailure `type`, an error's name) that are not retried. @default none */
+  nonRetryableErrorTypes?: string[];
+}
+
+/** The longest `StepRetryPolicy.totalMs`: 30 days. */
+export const MAX_RETRY_TOTAL_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** The most attempts a `StepRetryPolicy` may allow. */
+export const MAX_RETRY_ATTEMPTS = 1000;
+
+/** Attempts of a compensation whose type gives it no `compensationRetry`, when the client sets none (`compensationAttempts`). */
+export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
+
+/**
+ * Temporal's activity options for a step or compensation retried by `policy` (its retry policy, and
+ * a schedule-to-close timeout for `totalMs`).
+ */
+export function retryOptionsOf(policy: StepRetryPolicy): {
+  retry: { maximumAttempts?: number; initialInterval?: number; backoffCoefficient?: number; maximumInterval?: number; nonRetryableErrorTypes?: string[] };
+  scheduleToCloseTimeout?: number;
+} {
+  const retry = {
+    ...(policy.maximumAttempts === undefined ? {} : { maximumAttempts: policy.maximumAttempts }),
+    initialInterval: policy.initialIntervalMs ?? 200,
+    backoffCoefficient: policy.backoffCoefficient ?? 2,
+    ...(policy.maximumIntervalMs === undefined ? {} : { maximumInterval: policy.maximumIntervalMs }),
+    ...(policy.nonRetryableErrorTypes === undefined ? {} : { nonRetryableErrorTypes: [...policy.nonRetryableErrorTypes] }),
+  };
+  return { retry, ...(policy.totalMs === undefined ? {} : { scheduleToCloseTimeout: policy.totalMs }) };
 }
 
 /** How a saga type runs its compensations. */

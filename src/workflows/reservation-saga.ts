@@ -33,6 +33,7 @@ import {
   SagaPhase,
   redriveUpdate,
   reservationUpdate,
+  retryOptionsOf,
   stateQuery,
   stepNamesOf,
   stepsUndoneBy,
@@ -192,14 +193,14 @@ function activities(input: SagaInput) {
       proxyActivities<SagaActivities>({
         startToCloseTimeout: '60s',
         heartbeatTimeout: input.timings.heartbeatTimeoutMs,
-        retry: RETRY_INFRA,
+        ...stepRetry(input, name, { retry: RETRY_INFRA }),
         summary: `step ${name}`,
         ...settle,
       }),
     namedCompensation: (name: string) =>
       proxyActivities<SagaActivities>({
         startToCloseTimeout: '60s',
-        retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
+        ...compensationRetry(input, name),
         summary: `compensation ${name}`,
       }),
     compensation: proxyActivities<SagaActivities>({
@@ -207,6 +208,24 @@ function activities(input: SagaInput) {
       retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
     }),
   };
+}
+
+/**
+ * The retry options of step `name`: its plan's `retry` (the type declared one), else `otherwise`.
+ * Retry options are no command of their own: a history replays whatever they are.
+ */
+function stepRetry(input: SagaInput, name: string, otherwise: Pick<ActivityOptions, 'retry'>): Pick<ActivityOptions, 'retry' | 'scheduleToCloseTimeout'> {
+  const policy = input.steps.find((s) => s.step === name)?.retry;
+  return policy === undefined ? otherwise : retryOptionsOf(policy);
+}
+
+/**
+ * The retry options of compensation `name`: the policy its plan recorded (plans from before
+ * policies were recorded have none: `timings.compensationAttempts`, 200 ms doubling up to 5 s).
+ */
+function compensationRetry(input: SagaInput, name: string): Pick<ActivityOptions, 'retry' | 'scheduleToCloseTimeout'> {
+  const policy = input.steps.find((s) => s.compensation === name)?.compensationRetry;
+  return policy === undefined ? { retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts } } : retryOptionsOf(policy);
 }
 
 /** The business `type` of a failure, looking through the ActivityFailure wrapper. */
@@ -466,13 +485,8 @@ function operationActivities(input: SagaPlan) {
   const untilDone = { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval };
   return {
     step: (name: string, undoable: boolean) =>
-      proxyActivities<SagaActivities>({ ...timeouts, retry: undoable ? RETRY_INFRA : untilDone, summary: `step ${name}`, ...settle }),
-    compensation: (name: string) =>
-      proxyActivities<SagaActivities>({
-        ...timeouts,
-        retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts },
-        summary: `compensation ${name}`,
-      }),
+      proxyActivities<SagaActivities>({ ...timeouts, ...stepRetry(input, name, { retry: undoable ? RETRY_INFRA : untilDone }), summary: `step ${name}`, ...settle }),
+    compensation: (name: string) => proxyActivities<SagaActivities>({ ...timeouts, ...compensationRetry(input, name), summary: `compensation ${name}` }),
     release: proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "release the entity's lock" }),
     // Kept until the saga cancels it: each redrive's wait may be as long as the type's attentionMs,
     // and a heartbeat that stops (a dead worker) starts another attempt, which finds the lease held or lost.

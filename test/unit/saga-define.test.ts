@@ -24,6 +24,7 @@ import {
   type SagaDeclaration,
 } from '../../src/sagas';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
+import { retryOptionsOf } from '../../src/shared';
 
 /** A handler that does nothing. */
 const noop = async (): Promise<null> => null;
@@ -148,6 +149,53 @@ describe('defineOperation', () => {
     expect(declare().compensation.attentionMs).toBe(24 * 60 * 60 * 1000);
     expect(declare({ attentionMs: 0 }).compensation.attentionMs).toBe(0);
     expect(() => declare({ attentionMs: 1.5 })).toThrow(SagaDeclarationError);
+  });
+});
+
+describe('a step\'s retry policies', () => {
+  it.each([
+    [{ retry: { maximumAttempts: 0 } }, 'saga type "booking": step "hold": retry.maximumAttempts must be a whole number from 1 to 1000'],
+    [{ retry: { totalMs: 1.5 } }, 'saga type "booking": step "hold": retry.totalMs must be a whole number of ms from 1 to 2592000000'],
+    [{ compensationRetry: { backoffCoefficient: 0.5 } }, 'saga type "booking": step "hold": compensationRetry.backoffCoefficient must be a number from 1 to 100'],
+    [{ compensationRetry: { initialIntervalMs: 1000, maximumIntervalMs: 500 } }, 'saga type "booking": step "hold": compensationRetry.maximumIntervalMs must be at least initialIntervalMs (1000)'],
+    [{ compensationRetry: { maxAttempts: 3 } }, 'saga type "booking": step "hold": compensationRetry: unknown field "maxAttempts" (a retry policy has maximumAttempts, totalMs, initialIntervalMs, backoffCoefficient, maximumIntervalMs, nonRetryableErrorTypes)'],
+    [{ retry: { nonRetryableErrorTypes: 'TypeError' } }, 'saga type "booking": step "hold": retry.nonRetryableErrorTypes must be a list of failure type names'],
+    [{ retry: 3 }, 'saga type "booking": step "hold": retry must be an object'],
+  ])('refuses a malformed one where it is declared (%#)', (fields, message) => {
+    const steps = [{ step: 'hold', compensation: 'release', ...fields }] as SagaDeclaration<{ room: string }>['steps'];
+    expect(() => defineSaga(declaration({ steps }))).toThrow(SagaDeclarationError);
+    expect(() => defineSaga(declaration({ steps }))).toThrow(message);
+  });
+
+  it('refuses a bound on a step nothing could undo, and a compensation policy with no compensation', () => {
+    const operation = (steps: unknown) => () =>
+      defineOperation({
+        type: 'booking-cancel',
+        scope: 'booking',
+        schema: z.object({ booking: z.string() }),
+        entity: (input) => input.booking,
+        table: fencedTable('bookings', ['room']),
+        steps: steps as [],
+        handlers: { refund: noop },
+      });
+    expect(operation([{ step: 'refund', retry: { maximumAttempts: 3 } }])).toThrow('saga type "booking-cancel": step "refund": retry bounds a step without a compensation');
+    expect(operation([{ step: 'refund', retry: { totalMs: 60_000 } }])).toThrow(SagaDeclarationError);
+    expect(operation([{ step: 'refund', compensationRetry: { maximumAttempts: 3 } }])).toThrow('saga type "booking-cancel": step "refund": compensationRetry without a compensation');
+    // Intervals only: still retried until it succeeds or is refused, only paced.
+    expect(operation([{ step: 'refund', retry: { initialIntervalMs: 1000, maximumIntervalMs: 60_000 } }])).not.toThrow();
+  });
+
+  it('are recorded in each plan as declared, and map to Temporal\'s retry options', () => {
+    const compensationRetry = { totalMs: 300_000, initialIntervalMs: 1000, backoffCoefficient: 3, maximumIntervalMs: 30_000, nonRetryableErrorTypes: ['COMPENSATION_REFUSED'] };
+    const def = defineSaga(declaration({ steps: [{ step: 'hold', compensation: 'release', retry: { maximumAttempts: 3 }, compensationRetry }] }));
+    const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+    const plan = prepareSaga('booking', { room: '101' }, { types: sagaTypesOf([def]), timings, intentSecret: new Uint8Array(32).fill(1) });
+    expect(plan.steps).toEqual([{ step: 'hold', compensation: 'release', retry: { maximumAttempts: 3 }, compensationRetry }]);
+    expect(retryOptionsOf(compensationRetry)).toEqual({
+      retry: { initialInterval: 1000, backoffCoefficient: 3, maximumInterval: 30_000, nonRetryableErrorTypes: ['COMPENSATION_REFUSED'] },
+      scheduleToCloseTimeout: 300_000,
+    });
+    expect(retryOptionsOf({ maximumAttempts: 3 })).toEqual({ retry: { maximumAttempts: 3, initialInterval: 200, backoffCoefficient: 2 } });
   });
 });
 
