@@ -6,7 +6,7 @@
  */
 import { FencedTable, type FencedTableOptions } from '../db/fenced-table';
 import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
-import { ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, MAX_RETRY_ATTEMPTS, MAX_RETRY_TOTAL_MS, type CompensationPolicy, type SagaStepPlan, type StepRetryPolicy } from '../shared/saga';
+import { DEFAULT_RETRY_INITIAL_INTERVAL_MS, ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, MAX_RETRY_ATTEMPTS, MAX_RETRY_TOTAL_MS, type CompensationPolicy, type SagaStepPlan, type StepRetryPolicy } from '../shared/saga';
 import { isEntityOperation, limitsOf, SagaInputError, STEP_NAME_PATTERN, type EntityOperation, type SagaDefinition, type SagaType } from './definition';
 
 /** The compensation policy of a type that names none: in reverse order, all of them, freeing the intent. */
@@ -138,7 +138,7 @@ function checkRetryPolicy(policy: StepRetryPolicy, type: string, which: string):
   wholeIn('totalMs', MAX_RETRY_TOTAL_MS, ' of ms');
   wholeIn('initialIntervalMs', MAX_RETRY_TOTAL_MS, ' of ms');
   wholeIn('maximumIntervalMs', MAX_RETRY_TOTAL_MS, ' of ms');
-  const { backoffCoefficient, initialIntervalMs = 200, maximumIntervalMs, nonRetryableErrorTypes } = policy;
+  const { backoffCoefficient, initialIntervalMs = DEFAULT_RETRY_INITIAL_INTERVAL_MS, maximumIntervalMs, nonRetryableErrorTypes } = policy;
   if (backoffCoefficient !== undefined && !(typeof backoffCoefficient === 'number' && Number.isFinite(backoffCoefficient) && backoffCoefficient >= 1 && backoffCoefficient <= 100)) {
     throw new SagaDeclarationError(type, `${which}.backoffCoefficient must be a number from 1 to 100`);
   }

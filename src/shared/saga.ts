@@ -145,6 +145,9 @@ export interface StepRetryPolicy {
   nonRetryableErrorTypes?: string[];
 }
 
+/** `StepRetryPolicy.initialIntervalMs` when a policy gives none. */
+export const DEFAULT_RETRY_INITIAL_INTERVAL_MS = 200;
+
 /** The longest `StepRetryPolicy.totalMs`: 30 days. */
 export const MAX_RETRY_TOTAL_MS = 30 * 24 * 60 * 60 * 1000;
 
@@ -164,7 +167,7 @@ export function retryOptionsOf(policy: StepRetryPolicy): {
 } {
   const retry = {
     ...(policy.maximumAttempts === undefined ? {} : { maximumAttempts: policy.maximumAttempts }),
-    initialInterval: policy.initialIntervalMs ?? 200,
+    initialInterval: policy.initialIntervalMs ?? DEFAULT_RETRY_INITIAL_INTERVAL_MS,
     backoffCoefficient: policy.backoffCoefficient ?? 2,
     ...(policy.maximumIntervalMs === undefined ? {} : { maximumInterval: policy.maximumIntervalMs }),
     ...(policy.nonRetryableErrorTypes === undefined ? {} : { nonRetryableErrorTypes: [...policy.nonRetryableErrorTypes] }),

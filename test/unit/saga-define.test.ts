@@ -21,6 +21,7 @@ import {
   sagaTypesOf,
   stepIdempotencyKey,
   StepRejectedError,
+  type OperationDeclaration,
   type SagaDeclaration,
 } from '../../src/sagas';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
@@ -79,6 +80,18 @@ describe('fencedTable\'s legacy rows', () => {
   });
 });
 
+/** An operation on a booking (`booking-cancel`), its fields overridden by `overrides`. */
+const operationDeclaration = (overrides: Partial<OperationDeclaration<{ booking: string }>> = {}): OperationDeclaration<{ booking: string }> => ({
+  type: 'booking-cancel',
+  scope: 'booking',
+  schema: z.object({ booking: z.string() }),
+  entity: (input) => input.booking,
+  table: fencedTable('bookings', ['room']),
+  steps: [{ step: 'cancel' }],
+  handlers: { cancel: noop },
+  ...overrides,
+});
+
 describe('a saga type\'s limits', () => {
   const secret = new Uint8Array(32).fill(7);
   const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
@@ -122,30 +135,14 @@ describe('a saga type\'s limits', () => {
 
 describe('defineOperation', () => {
   it('accepts steps without a compensation (retried until they succeed or are refused)', () => {
-    const def = defineOperation({
-      type: 'booking-cancel',
-      scope: 'booking',
-      schema: z.object({ booking: z.string() }),
-      entity: (input) => input.booking,
-      table: fencedTable('bookings', ['room']),
-      steps: [{ step: 'cancel', compensation: 'reinstate' }, { step: 'refund' }],
-      handlers: { cancel: noop, reinstate: noop, refund: noop },
-    });
+    const def = defineOperation(
+      operationDeclaration({ steps: [{ step: 'cancel', compensation: 'reinstate' }, { step: 'refund' }], handlers: { cancel: noop, reinstate: noop, refund: noop } }),
+    );
     expect(def.kind).toBe('operation');
   });
 
   it('waits a day in NEEDS_ATTENTION when a compensation cannot finish, unless it says otherwise', () => {
-    const declare = (compensation?: { attentionMs: number }) =>
-      defineOperation({
-        type: 'booking-cancel',
-        scope: 'booking',
-        schema: z.object({ booking: z.string() }),
-        entity: (input) => input.booking,
-        table: fencedTable('bookings', ['room']),
-        steps: [{ step: 'cancel' }],
-        handlers: { cancel: noop },
-        ...(compensation ? { compensation } : {}),
-      });
+    const declare = (compensation?: { attentionMs: number }) => defineOperation(operationDeclaration(compensation ? { compensation } : {}));
     expect(declare().compensation.attentionMs).toBe(24 * 60 * 60 * 1000);
     expect(declare({ attentionMs: 0 }).compensation.attentionMs).toBe(0);
     expect(() => declare({ attentionMs: 1.5 })).toThrow(SagaDeclarationError);
@@ -168,16 +165,7 @@ describe('a step\'s retry policies', () => {
   });
 
   it('refuses a bound on a step nothing could undo, and a compensation policy with no compensation', () => {
-    const operation = (steps: unknown) => () =>
-      defineOperation({
-        type: 'booking-cancel',
-        scope: 'booking',
-        schema: z.object({ booking: z.string() }),
-        entity: (input) => input.booking,
-        table: fencedTable('bookings', ['room']),
-        steps: steps as [],
-        handlers: { refund: noop },
-      });
+    const operation = (steps: unknown) => () => defineOperation(operationDeclaration({ steps: steps as [], handlers: { refund: noop } }));
     expect(operation([{ step: 'refund', retry: { maximumAttempts: 3 } }])).toThrow('saga type "booking-cancel": step "refund": retry bounds a step without a compensation');
     expect(operation([{ step: 'refund', retry: { totalMs: 60_000 } }])).toThrow(SagaDeclarationError);
     expect(operation([{ step: 'refund', compensationRetry: { maximumAttempts: 3 } }])).toThrow('saga type "booking-cancel": step "refund": compensationRetry without a compensation');
