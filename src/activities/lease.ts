@@ -50,53 +50,59 @@ export async function withLease<T>(
   const { metrics } = options;
   const ctx = Context.current();
   const mustHold = options.mustHold ?? true;
-  const first = await rms.extend(lease);
-  if (first.status === 'LOST') {
-    metrics?.leaseLost(lease.intent);
-    if (mustHold) throw leaseLost('the reservation lease was lost before the work began');
-  } else {
-    metrics?.leaseExtended(lease.intent);
-  }
-  let held = first.status === 'EXTENDED';
-  let expiresAt = first.status === 'EXTENDED' ? first.expiresAt : 0;
-  ctx.heartbeat({ expiresAt });
-
+  // Listening before the first await: a cancellation (a worker stopping) that comes while the first
+  // extension is on its way is not missed, or work that ends only on the signal would never end.
   const abort = new AbortController();
   const onCancel = () => abort.abort(new CancelledFailure('activity cancelled'));
-  ctx.cancellationSignal.addEventListener('abort', onCancel);
+  if (ctx.cancellationSignal.aborted) onCancel();
+  else ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
   let stopped = false;
-  const beat = setInterval(() => {
-    if (!held) {
-      // Only work that need not hold the lease gets here: it heartbeats on, and nothing is extended.
-      ctx.heartbeat({ expiresAt });
-      return;
-    }
-    rms.extend(lease).then(
-      (r) => {
-        if (stopped) return;
-        if (r.status === 'LOST') {
-          // Counted once: the first loss ends the extensions (and, when the work must hold it, the work).
-          if (held) metrics?.leaseLost(lease.intent);
-          held = false;
-          if (mustHold) abort.abort(leaseLost('the reservation lease was lost during the work'));
-        } else {
-          expiresAt = r.expiresAt;
-          metrics?.leaseExtended(lease.intent);
-        }
-        ctx.heartbeat({ expiresAt });
-      },
-      () => {
-        if (stopped) return;
-        // Redis unreachable: the lease may still be ours until it would have expired.
-        if (Date.now() >= expiresAt && mustHold) abort.abort(leaseLost('the lease could not be extended before it expired'));
-        else ctx.heartbeat({ expiresAt });
-      },
-    );
-  }, intervalMs);
+  let beat: NodeJS.Timeout | undefined;
   try {
-    return await work(abort.signal);
-  } catch (err) {
-    throw abort.signal.aborted ? abort.signal.reason : err;
+    const first = await rms.extend(lease);
+    if (first.status === 'LOST') {
+      metrics?.leaseLost(lease.intent);
+      if (mustHold) throw leaseLost('the reservation lease was lost before the work began');
+    } else {
+      metrics?.leaseExtended(lease.intent);
+    }
+    if (abort.signal.aborted) throw abort.signal.reason;
+    let held = first.status === 'EXTENDED';
+    let expiresAt = first.status === 'EXTENDED' ? first.expiresAt : 0;
+    ctx.heartbeat({ expiresAt });
+    beat = setInterval(() => {
+      if (!held) {
+        // Only work that need not hold the lease gets here: it heartbeats on, and nothing is extended.
+        ctx.heartbeat({ expiresAt });
+        return;
+      }
+      rms.extend(lease).then(
+        (r) => {
+          if (stopped) return;
+          if (r.status === 'LOST') {
+            // Counted once: the first loss ends the extensions (and, when the work must hold it, the work).
+            if (held) metrics?.leaseLost(lease.intent);
+            held = false;
+            if (mustHold) abort.abort(leaseLost('the reservation lease was lost during the work'));
+          } else {
+            expiresAt = r.expiresAt;
+            metrics?.leaseExtended(lease.intent);
+          }
+          ctx.heartbeat({ expiresAt });
+        },
+        () => {
+          if (stopped) return;
+          // Redis unreachable: the lease may still be ours until it would have expired.
+          if (Date.now() >= expiresAt && mustHold) abort.abort(leaseLost('the lease could not be extended before it expired'));
+          else ctx.heartbeat({ expiresAt });
+        },
+      );
+    }, intervalMs);
+    try {
+      return await work(abort.signal);
+    } catch (err) {
+      throw abort.signal.aborted ? abort.signal.reason : err;
+    }
   } finally {
     stopped = true;
     clearInterval(beat);

@@ -359,7 +359,11 @@ export function createSagaActivities({
         rms,
         lease,
         req.heartbeatIntervalMs,
-        (signal) => new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true })),
+        (signal) =>
+          new Promise<never>((_, reject) => {
+            if (signal.aborted) reject(signal.reason as Error);
+            else signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+          }),
         { metrics },
       );
     },

@@ -13,7 +13,7 @@ import { createPool } from '../../src/db/pool';
 import { Rms, createRedis, intentKey } from '../../src/rms';
 
 import { testConfig } from '../helpers/context';
-import { eventually, order } from '../helpers/saga-harness';
+import { eventually, order, settledWithin } from '../helpers/saga-harness';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { orderSaga, sagaTypes } from '../fixtures/orders';
 
@@ -72,6 +72,42 @@ it('keeps a written row\'s lease as long as the pickup lease until finalise: a w
     expect(holder!.remainingMs).toBeGreaterThan(pickupLeaseMs - 5_000);
   } finally {
     await rms.release({ intent, sessionId: 'writer', fencingToken: held.fencingToken });
+    await pool.end();
+  }
+});
+
+it("ends an entity lock's hold cancelled while its first extension is in flight: a stopping worker does not wait for it forever", async () => {
+  const intent = intentKey(orderSaga.scope, { test: randomUUID() }, TEST_INTENT_SECRET);
+  const held = await rms.reserve({ intent, sessionId: 'holder', leaseMs: timings.leaseMs });
+  if (held.status !== 'SUCCESS') throw new Error(`could not arrange the lease: ${held.status}`);
+  // The RMS, its extensions held back until the activity was cancelled: a worker stopping (its
+  // activities cancelled) while the hold's first extension is on its way to Redis.
+  let extending!: () => void;
+  const firstExtension = new Promise<void>((resolve) => (extending = resolve));
+  let answer!: () => void;
+  const cancelled = new Promise<void>((resolve) => (answer = resolve));
+  const slow = Object.create(rms) as Rms;
+  slow.extend = async (lease) => {
+    extending();
+    await cancelled;
+    return rms.extend(lease);
+  };
+  const pool = createPool(config.db);
+  const activities = createSagaActivities({ rms: slow, pool, timings, intentSecret: TEST_INTENT_SECRET, types: sagaTypes });
+  const env = new MockActivityEnvironment();
+
+  try {
+    const hold = (req: Parameters<typeof activities.holdLock>[0]) => activities.holdLock(req);
+    const holding = env.run(hold, { type: 'order', intentKey: intent, sessionId: 'holder', fencingToken: held.fencingToken, leaseMs: timings.leaseMs, heartbeatIntervalMs: timings.heartbeatIntervalMs });
+    await firstExtension;
+    env.cancel('WORKER_SHUTDOWN');
+    answer();
+    // Bounded: without an answer, the worker's shutdown would wait for this activity for good.
+    const settled = await settledWithin(holding, 5_000);
+
+    expect(settled, 'the hold to end').toEqual({ error: expect.objectContaining({ name: 'CancelledFailure' }) });
+  } finally {
+    await rms.release({ intent, sessionId: 'holder', fencingToken: held.fencingToken });
     await pool.end();
   }
 });
