@@ -24,7 +24,7 @@ import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
 import { sagaTypesFor } from '../test/fixtures/orders';
-import { externalFailingDuring, failingDuring } from '../test/fixtures/outages';
+import { externalFailingDuring, failingDuring, givingUpSoon } from '../test/fixtures/outages';
 
 const DIR = path.join(__dirname, '../test/workflows/histories');
 
@@ -49,10 +49,10 @@ function recordedTypes(config: Config): SagaTypes {
   const refundAmendedCharge = externalFailingDuring(refunds, 'the payment provider', amend.handlers.refundAmendedCharge as ExternalStep<unknown>);
   return defineSagaTypes(
     ...Object.values(types),
-    defineOperation({ ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),
+    defineOperation({ ...givingUpSoon(amend, 'refundAmendedCharge'), type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),
     defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
-    defineSaga({ ...order, type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
-    defineSaga({ ...order, type: 'order-fragile-patient', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 60_000 } }),
+    defineSaga({ ...givingUpSoon(order, 'releaseStock'), type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
+    defineSaga({ ...givingUpSoon(order, 'releaseStock'), type: 'order-fragile-patient', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 60_000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
     defineSaga({ ...order, type: 'order-limited', limits: [{ inFlight: 100 }, { per: (input) => (input as { customer: string }).customer, inFlight: 10 }] }),
   );

@@ -211,7 +211,7 @@ export interface SagaClientConnectOptions {
   sagas: SagaList;
   /** The settings. @default `loadConfig(process.env)` */
   config?: Config;
-  /** Attempts of each compensation whose saga type gives it no `compensationRetry`, for the sagas it starts. @default 5 */
+  /** Attempts of a compensation its other system refuses (`CompensationRefusedError`), for the sagas it starts; other failures are retried by the compensation's policy (DEFAULT_COMPENSATION_RETRY unless its type declares one). @default 5 */
   compensationAttempts?: number;
   /**
    * When to connect to Temporal: `now`, or `on first use` (see {@link TemporalOnFirstUse}: a request

@@ -97,6 +97,12 @@ export interface StepRequest extends Owner {
    * scheduled by earlier versions: the type's current steps are looked up then.
    */
   undoes?: string[];
+  /**
+   * For a compensation: the attempt from which a refusal (`CompensationRefusedError`) is final, the
+   * saga's `compensationAttempts`; its other failures are retried by its retry policy. Absent in
+   * requests scheduled by earlier versions: a refusal is retried by the policy too.
+   */
+  refusedAfter?: number;
 }
 
 /** What a step of an entity operation answers: also its recorded result, for the steps after it. */
@@ -453,7 +459,9 @@ export function createSagaActivities({
       } catch (err) {
         if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
         if (err instanceof CompensationRefusedError) {
-          throw ApplicationFailure.create({ type: ErrorType.COMPENSATION_REFUSED, message: `${req.name}: ${err.message}`, cause: err });
+          // The other system's answer, not its outage: asked again a few times, never for the outage policy's minutes.
+          const final = req.refusedAfter !== undefined && Context.current().info.attempt >= req.refusedAfter;
+          throw ApplicationFailure.create({ type: ErrorType.COMPENSATION_REFUSED, message: `${req.name}: ${err.message}`, cause: err, nonRetryable: final });
         }
         if (err instanceof IdempotencyKeyTombstonedError) {
           throw nonRetryable(ErrorType.STEP_COMPENSATED, `${req.name}: its compensation has begun; this late attempt does nothing`, err);

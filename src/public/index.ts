@@ -51,6 +51,7 @@ export {
   type SagaStepPlan,
   type StepRetryPolicy,
   DEFAULT_COMPENSATION_ATTEMPTS,
+  DEFAULT_COMPENSATION_RETRY,
   type CompensationPolicy,
   type SagaTimings,
   type SagaStart,

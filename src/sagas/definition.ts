@@ -265,7 +265,10 @@ export class StepRejectedError extends Error {
 }
 branded(StepRejectedError, Symbol.for('reservation-saga/StepRejectedError'));
 
-/** Thrown by a compensation the other system refused; it is retried, then recorded as failed. */
+/**
+ * Thrown by a compensation the other system refused: an answer, not an outage. It is asked again up
+ * to the saga's `compensationAttempts` (whatever its retry policy), then recorded as failed.
+ */
 export class CompensationRefusedError extends Error {
   override readonly name = 'CompensationRefusedError';
 }

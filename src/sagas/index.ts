@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { keyedHash, keyedRequestHash, requestHash } from '../db/canonical-json';
 import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
 import {
+  DEFAULT_COMPENSATION_RETRY,
   DEFAULT_OWNER,
   ErrorType,
   IDEMPOTENCY_KEY_PATTERN,
@@ -201,7 +202,7 @@ export function prepareSaga(type: string, data: unknown, options: PrepareOptions
     ...(legacyIntentKey === undefined ? {} : { legacyIntentKey }),
     payload,
     // With their retry policies: a running saga keeps the ones it was planned with.
-    steps: def.steps.map((s) => ({ ...s })),
+    steps: def.steps.map((s) => (s.compensation === undefined || s.compensationRetry !== undefined ? { ...s } : { ...s, compensationRetry: { ...DEFAULT_COMPENSATION_RETRY } })),
     compensation: { ...def.compensation },
     ...rest,
     ...(limits === undefined ? {} : { limits }),

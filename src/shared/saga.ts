@@ -118,10 +118,11 @@ export interface SagaStepPlan {
    */
   retry?: StepRetryPolicy;
   /**
-   * How its compensation's attempts are retried before the compensation counts as failed (the saga
-   * then waits in NEEDS_ATTENTION). A plan records it, so a running saga keeps the policy it was
-   * planned with. @default `compensationAttempts` of the client that started the saga (5 unless it
-   * sets them), 200 ms doubling up to 5 s apart
+   * How its compensation's attempts are retried after a failure (an outage of the service it calls)
+   * before the compensation counts as failed (the saga then waits in NEEDS_ATTENTION). A refusal,
+   * `CompensationRefusedError`, is retried only up to the saga's `compensationAttempts` whatever the
+   * policy. A plan records it, so a running saga keeps the policy it was planned with.
+   * @default {@link DEFAULT_COMPENSATION_RETRY}: for 10 minutes, 200 ms doubling up to 30 s apart
    */
   compensationRetry?: StepRetryPolicy;
 }
@@ -154,8 +155,22 @@ export const MAX_RETRY_TOTAL_MS = 30 * 24 * 60 * 60 * 1000;
 /** The most attempts a `StepRetryPolicy` may allow. */
 export const MAX_RETRY_ATTEMPTS = 1000;
 
-/** Attempts of a compensation whose type gives it no `compensationRetry`, when the client sets none (`compensationAttempts`). */
+/** Attempts of a refused compensation (`CompensationRefusedError`), when the client sets none (`compensationAttempts`). */
 export const DEFAULT_COMPENSATION_ATTEMPTS = 5;
+
+/**
+ * The retry policy a plan records for a compensation whose type declares none: it rides out an
+ * outage of the service it calls of up to 10 minutes (about 25 attempts, 200 ms doubling up to 30 s
+ * apart), then the saga waits for an operator. A refusal escalates after `compensationAttempts`
+ * attempts (about 3 s). Plans recorded before it carry no policy: `compensationAttempts` attempts of
+ * any failure, 200 ms doubling up to 5 s apart.
+ */
+export const DEFAULT_COMPENSATION_RETRY: Readonly<StepRetryPolicy> = Object.freeze({
+  totalMs: 10 * 60 * 1000,
+  initialIntervalMs: DEFAULT_RETRY_INITIAL_INTERVAL_MS,
+  backoffCoefficient: 2,
+  maximumIntervalMs: 30 * 1000,
+});
 
 /**
  * Temporal's activity options for a step or compensation retried by `policy` (its retry policy, and
@@ -206,7 +221,11 @@ export interface SagaTimings {
   leaseMs: number;
   heartbeatIntervalMs: number;
   heartbeatTimeoutMs: number;
-  /** Attempts of a compensation before it is recorded as failed. @default 5 */
+  /**
+   * Attempts of a compensation its other system refuses (`CompensationRefusedError`) before it is
+   * recorded as failed; in sagas planned before {@link DEFAULT_COMPENSATION_RETRY}, attempts of a
+   * compensation that has no `compensationRetry`, whatever failed. @default 5
+   */
   compensationAttempts: number;
 }
 

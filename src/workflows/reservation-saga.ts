@@ -220,8 +220,9 @@ function stepRetry(input: SagaInput, name: string, otherwise: Pick<ActivityOptio
 }
 
 /**
- * The retry options of compensation `name`: the policy its plan recorded (plans from before
- * policies were recorded have none: `timings.compensationAttempts`, 200 ms doubling up to 5 s).
+ * The retry options of compensation `name`: the policy its plan recorded (the type's, or
+ * DEFAULT_COMPENSATION_RETRY). Plans from before policies were recorded have none:
+ * `timings.compensationAttempts`, 200 ms doubling up to 5 s.
  */
 function compensationRetry(input: SagaInput, name: string): Pick<ActivityOptions, 'retry' | 'scheduleToCloseTimeout'> {
   const policy = input.steps.find((s) => s.compensation === name)?.compensationRetry;
@@ -533,7 +534,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
       if (compensation !== undefined) {
         const undoes = stepsUndoneBy(input, compensation);
-        compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation({ ...request(compensation), undoes }) });
+        const refusedAfter = input.timings.compensationAttempts;
+        compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation({ ...request(compensation), undoes, refusedAfter }) });
       }
       const run = () => act.step(step, compensation !== undefined).runOperationStep(request(step));
       const done = await (compensation === undefined ? CancellationScope.nonCancellable(run) : run());
@@ -724,7 +726,9 @@ async function runReserved(
       for (const { compensation = '' } of batch) {
         const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
         // The steps it undoes come from the recorded plan, never from the worker's type (see StepRequest.undoes).
-        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation, undoes: stepsUndoneBy(input, compensation) }) });
+        const undoes = stepsUndoneBy(input, compensation);
+        const refusedAfter = input.timings.compensationAttempts;
+        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation, undoes, refusedAfter }) });
       }
       await allSettledOrFirstFailure(
         batch.map(async ({ step }) => {

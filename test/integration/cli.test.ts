@@ -10,7 +10,7 @@ import { EXIT } from '../../src/cli';
 import { envOf } from '../helpers/processes';
 import { eventually, order, rowIdOf, type SagaHarness, startHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD, REFUND_REFUSED_CARD, sagaTypesFor } from '../fixtures/orders';
-import { failingDuring } from '../fixtures/outages';
+import { failingDuring, givingUpSoon } from '../fixtures/outages';
 import { defineSagaTypes, type SagaTypes, type StepHandler } from '../../src/sagas';
 
 const SAGA = path.resolve(__dirname, '../../bin/saga');
@@ -26,7 +26,7 @@ function cliTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: strin
   const types = sagaTypesFor(config, providerUrl);
   const base = types.order!;
   const releaseStock = failingDuring(stock, 'the stock service', base.handlers.releaseStock as StepHandler<unknown>);
-  return defineSagaTypes(...Object.values(types), { ...base, type: 'order-fragile', handlers: { ...base.handlers, releaseStock } });
+  return defineSagaTypes(...Object.values(types), { ...givingUpSoon(base, 'releaseStock'), type: 'order-fragile', handlers: { ...base.handlers, releaseStock } });
 }
 
 let h: SagaHarness;

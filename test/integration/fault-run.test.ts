@@ -21,7 +21,7 @@ import type { SagaClient, StartedSaga } from '../../src/client';
 import { DEFAULT_PICKUP_LEASE_MS } from '../../src/config';
 import { sessionTag } from '../../src/rms';
 import { sagaSessionId } from '../../src/sagas';
-import { ErrorType, SagaOutcome, sagaWorkflowId, type SagaState } from '../../src/shared';
+import { DEFAULT_COMPENSATION_ATTEMPTS, ErrorType, SagaOutcome, sagaWorkflowId, type SagaState } from '../../src/shared';
 import { killProviderProcesses, startProviderProcess, type ProviderProcess } from '../helpers/provider-process';
 import { killWorkerProcesses, startWorkerProcess, type WorkerProcess } from '../helpers/processes';
 import { wipeKeys } from '../helpers/redis-backends';
@@ -53,13 +53,6 @@ const TIMINGS = { LEASE_MS: '4000', HEARTBEAT_INTERVAL_MS: '400', HEARTBEAT_TIME
 const LEASE_MS = Number(TIMINGS.LEASE_MS);
 /** The pause: 4 s past the lease, so the paused worker's writes lose theirs. */
 const PAUSE_MS = LEASE_MS + 4_000;
-/**
- * Attempts of each compensation (the most a saga takes): a refund's retries (200 ms doubling up to
- * 5 s, 76 s in all) outlast a provider outage here (down PROVIDER_DOWN_MS, then its process's start:
- * up to 40 s on a loaded machine), as a deployment sizes them to its provider's outages; with fewer,
- * a refund that meets the outage waits for an operator (NEEDS_ATTENTION).
- */
-const COMPENSATION_ATTEMPTS = 20;
 /** Bound on every saga's end, once the driver is done (a compensation on a killed worker waits out its 60 s start-to-close). */
 const SETTLE_MS = 150_000;
 /** Stock of the scarce SKU: the first orders of it complete, later ones are refunded. */
@@ -115,7 +108,9 @@ beforeAll(async () => {
   providerPort = await freePort();
   provider = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port: providerPort });
   h = await startHarness('fault run', { worker: false, env: TIMINGS, sagaTypes: (config) => sagaTypesFor(config, `http://127.0.0.1:${providerPort}`) });
-  client = h.newClient({ compensationAttempts: COMPENSATION_ATTEMPTS });
+  // The library's defaults: a refund that meets the provider's outage (down PROVIDER_DOWN_MS, then its
+  // process's start, up to 40 s on a loaded machine) rides it out under DEFAULT_COMPENSATION_RETRY.
+  client = h.newClient({ compensationAttempts: DEFAULT_COMPENSATION_ATTEMPTS });
   for (const [sku, available] of Object.entries(INITIAL_STOCK)) await h.pool.query('INSERT INTO stock (sku, available) VALUES ($1, $2)', [sku, available]);
 });
 afterAll(async () => {

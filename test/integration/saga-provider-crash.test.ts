@@ -13,7 +13,15 @@ import type { SagaState } from '../../src/shared';
 import { killProviderProcesses, startProviderProcess, type ProviderProcess } from '../helpers/provider-process';
 import { freePort } from '../helpers/redis-servers';
 import { eventually, order, startHarness, type SagaHarness } from '../helpers/saga-harness';
+import { defineSaga, type SagaDefinition, type SagaTypes } from '../../src/sagas';
 import { sagaTypesFor } from '../fixtures/orders';
+import { givingUpSoon } from '../fixtures/outages';
+
+/** The order types, the order's refund giving up on an outage after 5 attempts: the saga cannot wait for the provider. */
+function refundGivingUpSoon(types: SagaTypes): SagaTypes {
+  const orderType = types.order as SagaDefinition;
+  return { ...types, order: defineSaga(givingUpSoon(orderType, 'refundPayment')) };
+}
 
 const key = `crash-${randomUUID()}`;
 const workflowId = `order-${key}`;
@@ -25,7 +33,7 @@ beforeAll(async () => {
   port = await freePort();
   first = await startProviderProcess({ databaseUrl: inject('databaseUrl'), port, crashOnKey: `${workflowId}:chargePayment` });
   // The harness's worker charges through the provider process that crashes, not the harness's own.
-  h = await startHarness('saga provider crash', { sagaTypes: (config) => sagaTypesFor(config, first.url) });
+  h = await startHarness('saga provider crash', { sagaTypes: (config) => refundGivingUpSoon(sagaTypesFor(config, first.url)) });
 });
 afterAll(async () => {
   await h?.stop();

@@ -13,7 +13,7 @@ import { defineSagaTypes, type ExternalStep, type SagaTypes } from '../../src/sa
 import { SAGA_OUTCOME } from '../../src/shared';
 import { eventually, order, settledWithin, startHarness, withWorker, type SagaHarness } from '../helpers/saga-harness';
 import { sagaTypesFor } from '../fixtures/orders';
-import { externalFailingDuring } from '../fixtures/outages';
+import { externalFailingDuring, givingUpSoon } from '../fixtures/outages';
 
 /** The refunds of `order-amend-fragile`: down for the whole file (no redrive here can mend them). */
 const refunds = { down: true };
@@ -24,7 +24,7 @@ function fragileTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: s
   const amend = types['order-amend']!;
   const refundAmendedCharge = externalFailingDuring(refunds, 'the payment provider', amend.handlers.refundAmendedCharge as ExternalStep<unknown>);
   return defineSagaTypes(...Object.values(types), {
-    ...amend,
+    ...givingUpSoon(amend, 'refundAmendedCharge'),
     type: 'order-amend-fragile',
     handlers: { ...amend.handlers, refundAmendedCharge },
     compensation: { ...amend.compensation, attentionMs: 5000 },

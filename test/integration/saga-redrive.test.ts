@@ -17,7 +17,7 @@ import { defineSagaTypes, type ExternalStep, type SagaTypes, type StepHandler } 
 import type { SagaState } from '../../src/shared';
 import { eventually, order, rowIdOf, startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { ordersTable, sagaTypesFor } from '../fixtures/orders';
-import { externalFailingDuring, failingDuring } from '../fixtures/outages';
+import { externalFailingDuring, failingDuring, givingUpSoon } from '../fixtures/outages';
 
 /** The stock service of the fragile types: down until the test mends it; how often each saga's stock was released. */
 const stock = { down: true, released: new Map<string, number>() };
@@ -44,9 +44,9 @@ function fragileTypes(config: Parameters<typeof sagaTypesFor>[0], providerUrl: s
   const refundAmendedCharge = externalFailingDuring(refunds, 'the payment provider', amend.handlers.refundAmendedCharge as ExternalStep<unknown>);
   return defineSagaTypes(
     ...Object.values(types),
-    { ...amend, type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } },
-    { ...base, type: 'order-fragile', handlers },
-    { ...base, type: 'order-fragile-brief', handlers, compensation: { ...base.compensation, attentionMs: 1500 } },
+    { ...givingUpSoon(amend, 'refundAmendedCharge'), type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } },
+    { ...givingUpSoon(base, 'releaseStock'), type: 'order-fragile', handlers },
+    { ...givingUpSoon(base, 'releaseStock'), type: 'order-fragile-brief', handlers, compensation: { ...base.compensation, attentionMs: 1500 } },
   );
 }
 

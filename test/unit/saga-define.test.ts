@@ -25,7 +25,7 @@ import {
   type SagaDeclaration,
 } from '../../src/sagas';
 import { loadSagaModule, locateSagaModule, SagaModuleError } from '../../src/sagas/load';
-import { retryOptionsOf } from '../../src/shared';
+import { DEFAULT_COMPENSATION_RETRY, retryOptionsOf } from '../../src/shared';
 
 /** A handler that does nothing. */
 const noop = async (): Promise<null> => null;
@@ -184,6 +184,20 @@ describe('a step\'s retry policies', () => {
       scheduleToCloseTimeout: 300_000,
     });
     expect(retryOptionsOf({ maximumAttempts: 3 })).toEqual({ retry: { maximumAttempts: 3, initialInterval: 200, backoffCoefficient: 2 } });
+  });
+
+  it('record the default compensation policy in each plan for a compensation whose type declares none, a copy the plan owns', () => {
+    const steps = [{ step: 'hold', compensation: 'release' }, { step: 'notify', compensation: 'retract', retry: { maximumAttempts: 3 } }];
+    const def = defineSaga(declaration({ steps, handlers: { hold: noop, release: noop, notify: noop, retract: noop } }));
+    const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+    const plan = prepareSaga('booking', { room: '101' }, { types: sagaTypesOf([def]), timings, intentSecret: new Uint8Array(32).fill(1) });
+    expect(plan.steps).toEqual([
+      { step: 'hold', compensation: 'release', compensationRetry: DEFAULT_COMPENSATION_RETRY },
+      { step: 'notify', compensation: 'retract', retry: { maximumAttempts: 3 }, compensationRetry: DEFAULT_COMPENSATION_RETRY },
+    ]);
+    expect(plan.steps[0]!.compensationRetry).not.toBe(DEFAULT_COMPENSATION_RETRY);
+    // Ten minutes, 200 ms doubling up to 30 s apart: an outage of minutes passes without an operator.
+    expect(retryOptionsOf(DEFAULT_COMPENSATION_RETRY)).toEqual({ retry: { initialInterval: 200, backoffCoefficient: 2, maximumInterval: 30_000 }, scheduleToCloseTimeout: 600_000 });
   });
 });
 
