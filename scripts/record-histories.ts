@@ -39,7 +39,9 @@ const refunds = { down: true };
  * at once); `order-fragile`: one whose stock compensation fails while `stock.down`, waiting 3 s in
  * NEEDS_ATTENTION (`order-fragile-patient`: a minute); `order-unattended`: one that does not wait;
  * `order-limited`: the order saga with limits per caller and per customer (gate-limits);
- * `order-amend-fragile`: order-amend, whose refund of the amended charge fails while `refunds.down`.
+ * `order-amend-fragile`: order-amend, whose refund of the amended charge fails while `refunds.down`;
+ * `order-noted`: the order saga with a notice between its steps (a step without a compensation);
+ * `order-trusting`: one whose stock step, refused, did nothing (`undoRefused: false`).
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -51,6 +53,13 @@ function recordedTypes(config: Config): SagaTypes {
     ...Object.values(types),
     defineOperation({ ...givingUpSoon(amend, 'refundAmendedCharge'), type: 'order-amend-fragile', handlers: { ...amend.handlers, refundAmendedCharge } }),
     defineSaga({ ...order, type: 'order-grouped', steps: order.steps.map((s) => ({ ...s, group: 'together' })) }),
+    defineSaga({
+      ...order,
+      type: 'order-noted',
+      steps: [order.steps[0]!, { step: 'noteOrder' }, ...order.steps.slice(1)],
+      handlers: { ...order.handlers, noteOrder: async (_tx, ctx) => ({ noticeOf: ctx.entity?.id, after: Object.keys(ctx.entity?.results ?? {}) }) },
+    }),
+    defineSaga({ ...order, type: 'order-trusting', steps: order.steps.map((s) => (s.step === 'reserveStock' ? { ...s, undoRefused: false } : s)) }),
     defineSaga({ ...givingUpSoon(order, 'releaseStock'), type: 'order-fragile', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 3000 } }),
     defineSaga({ ...givingUpSoon(order, 'releaseStock'), type: 'order-fragile-patient', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 60_000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
@@ -120,6 +129,12 @@ async function main(): Promise<void> {
     shapes['gate-compensated'] = (await client.start('order', cart('4242424242424242', 'rare-coin', 2))).workflowId;
     // Its two steps run at once (a step group).
     shapes['gate-grouped-steps'] = (await client.start('order-grouped', cart('4242424242424242'))).workflowId;
+    // A notice between its steps (no compensation), each step given what the steps before returned;
+    // short of stock after it, the steps around it are undone.
+    shapes['gate-notice-completed'] = (await client.start('order-noted', cart('4242424242424242'))).workflowId;
+    shapes['gate-notice-compensated'] = (await client.start('order-noted', cart('4242424242424242', 'rare-coin', 2))).workflowId;
+    // Its stock step refused, and declared to have done nothing then: only the charge is undone.
+    shapes['gate-refused-not-undone'] = (await client.start('order-trusting', cart('4242424242424242', 'rare-coin', 2))).workflowId;
     // Of a type with limits: each counts itself out of its caller's counters when it ends (gate-limits).
     shapes['gate-limited-completed'] = (await client.start('order-limited', cart('4242424242424242'))).workflowId;
     shapes['gate-limited-compensated'] = (await client.start('order-limited', cart('4242424242424242', 'rare-coin', 2))).workflowId;

@@ -15,6 +15,7 @@ import type { SagaMetrics } from '../metrics';
 import { RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
+  decodeEntityId,
   encodeEntityId,
   handlerOf,
   SagaInputError,
@@ -28,6 +29,7 @@ import {
   stepIdempotencyKey,
   type ExternalStep,
   type ExternalStepContext,
+  type SagaType,
   type SagaTypes,
 } from '../sagas';
 import { DEFAULT_OWNER, ErrorType, stepsUndoneBy, type ReservationAnswer, type SagaLimitCounters, type SagaPlan, type SagaTimings } from '../shared';
@@ -103,6 +105,12 @@ export interface StepRequest extends Owner {
    * requests scheduled by earlier versions: a refusal is retried by the policy too.
    */
   refusedAfter?: number;
+  /**
+   * Set for the steps and compensations of a creation: its entity's id as callers know it (the
+   * handler gets the row id, StepContext.entity) and what the earlier steps returned. Absent in
+   * requests scheduled by earlier versions.
+   */
+  created?: { entityId: string; results: Record<string, unknown> };
 }
 
 /** What a step of an entity operation answers: also its recorded result, for the steps after it. */
@@ -162,6 +170,12 @@ export function createSagaActivities({
   /** The tables that operations claim: they carry `created_by`. */
   const claimedTables = new Set(Object.values(types).filter(isEntityOperation).map((def) => def.table.table));
   const definition = (type: string) => sagaDefinition(type, types);
+  /** The row id of a creation's entity, from the id its write handed out (encodeEntityId). */
+  const rowIdOf = (def: SagaType<unknown>, entityId: string): string => {
+    const id = decodeEntityId(intentSecret, def.table.table, entityId);
+    if (id === undefined) throw nonRetryable(ErrorType.INVALID_INPUT, `the saga's entity id names no row of ${def.table.table}`);
+    return id;
+  };
   const resolve = (type: string, payload: unknown) => {
     try {
       const def = definition(type);
@@ -322,9 +336,8 @@ export function createSagaActivities({
     },
 
     /** Runs a remaining step once per saga (idempotency key `<saga key>:<step>`). */
-    async runStep(req: StepRequest): Promise<{ replayed: boolean }> {
-      const { replayed } = await runRecorded(req, 'step');
-      return { replayed };
+    async runStep(req: StepRequest): Promise<OperationStepResult> {
+      return runRecorded(req, 'step');
     },
 
     /** Runs a compensation once per saga; a refused one fails (and is retried). */
@@ -440,12 +453,14 @@ export function createSagaActivities({
         // undo, so its compensation claims nothing: a newer holder may own the entity by now.
         if (operation && !undoes) return { replayed: false, response: null };
       }
+      const entity = operation ? { id: operation.entityId, results: operation.results } : req.created && { id: rowIdOf(def, req.created.entityId), results: req.created.results };
       const ctx = {
         sagaKey: req.sagaKey,
         intentKey: req.intentKey,
         fencingToken: req.fencingToken,
         input,
         signal,
+        ...(entity ? { entity } : {}),
         ...(operation ? { operation: { entityId: operation.entityId, results: operation.results } } : {}),
       };
       const own = recorded(kind, req.name);

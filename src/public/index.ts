@@ -33,6 +33,7 @@ export {
   type ExternalStep,
   type ExternalStepContext,
   type OperationContext,
+  type EntityContext,
 } from '../sagas';
 export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult, type FencedTableOptions, type LegacyRows } from '../db/fenced-table';
 export { SagaClient, SagaEndedError, SettleError, RedriveError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';

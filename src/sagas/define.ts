@@ -45,8 +45,6 @@ export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I
   const compensation = { ...DEFAULT_COMPENSATION, attentionMs: DEFAULT_ATTENTION_MS, ...declaration.compensation };
   const def: SagaDefinition<I> = { ...declaration, kind: 'creation', compensation };
   checkDeclaration(def as SagaType<unknown>);
-  const missing = def.steps.find((s) => !s.compensation);
-  if (missing) throw new SagaDeclarationError(def.type, `step "${missing.step}" needs a compensation (every step of a creation can be undone)`);
   return Object.freeze(def);
 }
 
@@ -94,7 +92,13 @@ function checkDeclaration(def: SagaType<unknown>): void {
       if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
     }
   }
-  for (const plan of def.steps) checkRetries(plan, type);
+  for (const plan of def.steps) {
+    checkRetries(plan, type);
+    if (plan.undoRefused !== undefined) {
+      if (typeof plan.undoRefused !== 'boolean') throw new SagaDeclarationError(type, `step "${plan.step}": undoRefused must be true or false`);
+      if (plan.compensation === undefined) throw new SagaDeclarationError(type, `step "${plan.step}": undoRefused without a compensation`);
+    }
+  }
   if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
     throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
   }

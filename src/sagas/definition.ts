@@ -1,6 +1,6 @@
 /**
  * What a saga type declares: its scope, its input schema, how its intent is derived from the input,
- * its fenced write, and its remaining steps, each with a compensation. The generic workflow and
+ * its fenced write, and its remaining steps with their compensations. The generic workflow and
  * activities run any type declared this way.
  */
 import type { PoolClient } from 'pg';
@@ -16,7 +16,13 @@ export interface StepContext<I> {
   intentKey: string;
   fencingToken: string;
   input: I;
-  /** Set for the steps of an {@link EntityOperation}: its entity and the earlier steps' results. */
+  /**
+   * The saga's entity and what its earlier steps answered: set for every step and compensation of a
+   * creation (they run once its row is written) and of an operation. Absent only in an attempt
+   * scheduled by an earlier version of the package and retried by this one.
+   */
+  entity?: EntityContext;
+  /** Set for the steps of an {@link EntityOperation}: its entity and the earlier steps' results (as {@link entity}). */
   operation?: OperationContext;
   /**
    * Aborts when the attempt is given up (the saga was cancelled, the attempt timed out, the worker
@@ -136,8 +142,12 @@ export interface SagaDefinition<I = unknown> {
    * the activity was cancelled, and the transaction will be rolled back.
    */
   writeWork?(tx: PoolClient, input: I, signal: AbortSignal): Promise<void>;
-  /** The remaining steps in order, each with its compensation. */
-  steps: readonly (SagaStepPlan & { compensation: string })[];
+  /**
+   * The remaining steps in order, each with its compensation. A step without one (a notice) cannot
+   * be undone: it runs to its end even when the saga is cancelled meanwhile, and is retried until it
+   * succeeds or is refused (a refusal compensates the steps before it).
+   */
+  steps: readonly SagaStepPlan[];
   /** Implementations of every step and compensation named in `steps`: in our database, or external. */
   handlers: Record<string, StepImplementation<I>>;
   /**
@@ -166,6 +176,21 @@ export interface SagaDefinition<I = unknown> {
 }
 
 /** What an operation's step handler knows besides its saga: the entity, and the earlier steps' results. */
+/** The entity a step works on, and what the saga's earlier steps answered. */
+export interface EntityContext {
+  /**
+   * The entity's row id: what the steps' SQL takes. Callers know the entity by another id (its
+   * saga's `entityId`, the row id encrypted); keep this one out of what they are told, an error
+   * message included.
+   */
+  id: string;
+  /**
+   * What each earlier step of this saga returned, by step name (a step of a group sees the steps
+   * before its group; a compensation, every step done).
+   */
+  results: Readonly<Record<string, unknown>>;
+}
+
 export interface OperationContext {
   /**
    * The entity's row id (the operation's lock is on it): what the steps' SQL takes. Callers know the

@@ -100,8 +100,8 @@ export interface SagaStepPlan {
   /** Activity-side step name, e.g. `chargePayment`. */
   step: string;
   /**
-   * Its compensation, e.g. `refundPayment`. Every step of a saga that creates an entity has one; a
-   * step of an entity operation may have none (it is then retried until it succeeds or is refused).
+   * Its compensation, e.g. `refundPayment`. A step may have none (a notice: nothing could undo it);
+   * it then runs to its end even when the saga is cancelled, retried until it succeeds or is refused.
    */
   compensation?: string;
   /**
@@ -125,6 +125,13 @@ export interface SagaStepPlan {
    * @default {@link DEFAULT_COMPENSATION_RETRY}: for 10 minutes, 200 ms doubling up to 30 s apart
    */
   compensationRetry?: StepRetryPolicy;
+  /**
+   * Whether its compensation runs when the step itself is refused (`StepRejectedError`), with those
+   * of the steps before it. true: a refusal may come after part of the effect (a charge authorised,
+   * then declined), and the compensation settles it. false: a refusal of this step guarantees it did
+   * nothing, so only the steps before it are undone. Only for a step with a compensation. @default true
+   */
+  undoRefused?: boolean;
 }
 
 /**

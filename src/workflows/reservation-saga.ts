@@ -41,6 +41,7 @@ import {
   type SagaInput,
   type SagaMemo,
   type SagaPlan,
+  type SagaStepPlan,
   type SagaStart,
   type SagaState,
 } from '../shared';
@@ -163,6 +164,9 @@ function patchesOf(): Patched {
 /** Activity options. Infrastructure errors retry; business outcomes are non-retryable failures. */
 const RETRY_INFRA = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 8 } as const;
 
+/** A step that nothing could undo (it has no compensation): retried until it succeeds or is refused. */
+const RETRY_UNTIL_DONE = { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval };
+
 function activities(input: SagaInput) {
   const quick: ActivityOptions = { startToCloseTimeout: '10s', retry: RETRY_INFRA };
   // On cancellation the saga waits for a running activity to settle: a step's compensation must
@@ -189,11 +193,11 @@ function activities(input: SagaInput) {
     }),
     step: proxyActivities<SagaActivities>({ startToCloseTimeout: '60s', retry: RETRY_INFRA, ...settle }),
     // Each named in the UI by its step or compensation (`summary`), not as one more runStep.
-    heartbeatingStep: (name: string) =>
+    heartbeatingStep: (name: string, undoable = true) =>
       proxyActivities<SagaActivities>({
         startToCloseTimeout: '60s',
         heartbeatTimeout: input.timings.heartbeatTimeoutMs,
-        ...stepRetry(input, name, { retry: RETRY_INFRA }),
+        ...stepRetry(input, name, { retry: undoable ? RETRY_INFRA : RETRY_UNTIL_DONE }),
         summary: `step ${name}`,
         ...settle,
       }),
@@ -482,11 +486,9 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
 function operationActivities(input: SagaPlan) {
   const settle = { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } as const;
   const timeouts = { startToCloseTimeout: '60s', heartbeatTimeout: input.timings.heartbeatTimeoutMs } as const;
-  // No maximumAttempts: a step that nothing could undo is retried until it succeeds or is refused.
-  const untilDone = { initialInterval: RETRY_INFRA.initialInterval, backoffCoefficient: RETRY_INFRA.backoffCoefficient, maximumInterval: RETRY_INFRA.maximumInterval };
   return {
     step: (name: string, undoable: boolean) =>
-      proxyActivities<SagaActivities>({ ...timeouts, ...stepRetry(input, name, { retry: undoable ? RETRY_INFRA : untilDone }), summary: `step ${name}`, ...settle }),
+      proxyActivities<SagaActivities>({ ...timeouts, ...stepRetry(input, name, { retry: undoable ? RETRY_INFRA : RETRY_UNTIL_DONE }), summary: `step ${name}`, ...settle }),
     compensation: (name: string) => proxyActivities<SagaActivities>({ ...timeouts, ...compensationRetry(input, name), summary: `compensation ${name}` }),
     release: proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "release the entity's lock" }),
     // Kept until the saga cancels it: each redrive's wait may be as long as the type's attentionMs,
@@ -530,7 +532,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
   let ended: { outcome: SagaOutcome; reason?: string };
   try {
     enter(SagaPhase.RUNNING_STEPS);
-    for (const { step, compensation } of input.steps) {
+    for (const plan of input.steps) {
+      const { step, compensation } = plan;
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${step}`);
       if (compensation !== undefined) {
         const undoes = stepsUndoneBy(input, compensation);
@@ -538,7 +541,7 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
         compensations.push({ name: compensation, run: () => act.compensation(compensation).runOperationCompensation({ ...request(compensation), undoes, refusedAfter }) });
       }
       const run = () => act.step(step, compensation !== undefined).runOperationStep(request(step));
-      const done = await (compensation === undefined ? CancellationScope.nonCancellable(run) : run());
+      const done = await refusalUndone(plan, compensations, () => (compensation === undefined ? CancellationScope.nonCancellable(run) : run()));
       results[step] = done.response;
       state.stepsDone.push(step);
     }
@@ -719,20 +722,32 @@ async function runReserved(
     // 4. The remaining steps.
     enter(SagaPhase.RUNNING_STEPS);
     const heartbeating = input.steps.length > 0 && has(STEP_HEARTBEAT_PATCH);
+    // What each step returned: the steps after it and the compensations see it (StepRequest.created).
+    const results: Record<string, unknown> = {};
+    const created = () => ({ entityId: written.entityId, results: { ...results } });
     for (const batch of stepBatches(input.steps)) {
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${batch.map((s) => s.step).join(', ')}`);
-      // Every step of a type that creates an entity has a compensation (see SagaDefinition); a
-      // group's are all registered before any of its steps starts.
-      for (const { compensation = '' } of batch) {
+      // A group's compensations are all registered before any of its steps starts. A step without
+      // one (plans of earlier versions have none such) cannot be undone.
+      for (const { compensation } of batch) {
+        if (compensation === undefined) continue;
         const undo = heartbeating ? act.namedCompensation(compensation) : act.compensation;
         // The steps it undoes come from the recorded plan, never from the worker's type (see StepRequest.undoes).
         const undoes = stepsUndoneBy(input, compensation);
         const refusedAfter = input.timings.compensationAttempts;
-        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation, undoes, refusedAfter }) });
+        compensations.push({ name: compensation, run: () => undo.runCompensation({ ...stepContext, name: compensation, undoes, refusedAfter, created: created() }) });
       }
+      // The steps of a group see what the steps before the group returned.
+      const before = created();
       await allSettledOrFirstFailure(
-        batch.map(async ({ step }) => {
-          await (heartbeating ? act.heartbeatingStep(step) : act.step).runStep({ ...stepContext, name: step });
+        batch.map(async (plan) => {
+          const { step, compensation } = plan;
+          const undoable = compensation !== undefined;
+          const run = () => (heartbeating ? act.heartbeatingStep(step, undoable) : act.step).runStep({ ...stepContext, name: step, created: before });
+          // A step nothing could undo runs to its end, even when the saga is cancelled meanwhile.
+          const done = await refusalUndone(plan, compensations, () => (undoable ? run() : CancellationScope.nonCancellable(run)));
+          // Histories of earlier versions recorded no response.
+          if (done.response !== undefined) results[step] = done.response;
           state.stepsDone.push(step);
         }),
       );
@@ -766,6 +781,23 @@ async function runReserved(
   // longer stop it.
   await CancellationScope.nonCancellable(() => act.forward.completeEntity(owner));
   return finish(SagaOutcome.COMPLETED);
+}
+
+/**
+ * Runs step `plan`; when it is refused (STEP_REJECTED) and its plan says a refusal leaves nothing to
+ * undo (`undoRefused: false`), its own compensation is taken off `compensations` first. Plans of
+ * earlier versions have no `undoRefused`: their refused steps are compensated, as they always were.
+ */
+async function refusalUndone<T>(plan: SagaStepPlan, compensations: Compensation[], run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (plan.undoRefused === false && failureType(err) === ErrorType.STEP_REJECTED) {
+      const at = compensations.findIndex((c) => c.name === plan.compensation);
+      if (at >= 0) compensations.splice(at, 1);
+    }
+    throw err;
+  }
 }
 
 /** The plan's steps as they run: one at a time, or a group of steps next to each other at once. */

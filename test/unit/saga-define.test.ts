@@ -52,8 +52,13 @@ describe('defineSaga', () => {
 
   it.each([
     [{ steps: [{ step: 'hold', compensation: 'release' }], handlers: { hold: noop } }, 'saga type "booking": no handler for "release"'],
-    [{ steps: [{ step: 'hold' }], handlers: { hold: noop } }, 'saga type "booking": step "hold" needs a compensation (every step of a creation can be undone)'],
+    [
+      { steps: [{ step: 'hold', retry: { maximumAttempts: 3 } }], handlers: { hold: noop } },
+      'saga type "booking": step "hold": retry bounds a step without a compensation (nothing could undo it, so it is retried until it succeeds or is refused); give it intervals only, or a compensation',
+    ],
     [{ handlers: { hold: noop, release: noop, spare: noop } }, 'saga type "booking": handler "spare" not named by any step'],
+    [{ steps: [{ step: 'hold', compensation: 'release', undoRefused: 'no' as never }] }, 'saga type "booking": step "hold": undoRefused must be true or false'],
+    [{ steps: [{ step: 'hold', undoRefused: false }], handlers: { hold: noop } }, 'saga type "booking": step "hold": undoRefused without a compensation'],
     [{ steps: [{ step: 'hold', compensation: 'hold' }] }, 'saga type "booking": step name "hold" is used twice'],
     [{ type: 'Booking' }, 'saga type "Booking": the type must be lower-case letters, digits and -, starting with a letter (at most 63)'],
     [{ table: { table: 'bookings' } as never }, 'saga type "booking": table must be a FencedTable (fencedTable(name, dataColumns))'],
@@ -184,6 +189,17 @@ describe('a step\'s retry policies', () => {
       scheduleToCloseTimeout: 300_000,
     });
     expect(retryOptionsOf({ maximumAttempts: 3 })).toEqual({ retry: { maximumAttempts: 3, initialInterval: 200, backoffCoefficient: 2 } });
+  });
+
+  it('let a creation declare a step without a compensation (a notice): planned without a compensation policy, paced but not bounded', () => {
+    const steps = [{ step: 'hold', compensation: 'release' }, { step: 'notify', retry: { maximumIntervalMs: 1000 } }];
+    const def = defineSaga(declaration({ steps, handlers: { hold: noop, release: noop, notify: noop } }));
+    const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+    const plan = prepareSaga('booking', { room: '101' }, { types: sagaTypesOf([def]), timings, intentSecret: new Uint8Array(32).fill(1) });
+    expect(plan.steps).toEqual([
+      { step: 'hold', compensation: 'release', compensationRetry: DEFAULT_COMPENSATION_RETRY },
+      { step: 'notify', retry: { maximumIntervalMs: 1000 } },
+    ]);
   });
 
   it('record the default compensation policy in each plan for a compensation whose type declares none, a copy the plan owns', () => {

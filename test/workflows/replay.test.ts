@@ -63,6 +63,11 @@ describe('recorded saga histories', () => {
         'gate-expired-unwritten',
         // Its steps as one group, run at once; its plan's step names in its memo (memo-plan-steps).
         'gate-grouped-steps',
+        // A step without a compensation between the others, each step given the earlier results.
+        'gate-notice-completed',
+        'gate-notice-compensated',
+        // A refused step whose type declares it did nothing: its own compensation is not run (undoRefused).
+        'gate-refused-not-undone',
         'gate-steps-recorded',
         // A compensation failed: it waited in NEEDS_ATTENTION (needs-attention), redriven twice to
         // COMPENSATED, or its wait ended (COMPENSATION_FAILED).
