@@ -14,6 +14,7 @@ import type { SagaClient, StartedSaga } from './client';
 import type { SagaAttention, SagaState } from './shared';
 import type { SagaTypes } from './sagas';
 import { startTracingIfRequested } from './tracing/env';
+import { sagaListText, sagaStatusText } from './cli-text';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -269,15 +270,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .action(async (workflowId: string, opts: { json?: boolean }) => {
       await withClient(async (client) => {
         const s = await client.status(workflowId);
-        print(s, !!opts.json, () =>
-          [
-            `${s.workflowId}: ${s.status}, phase ${s.state.phase}${s.state.outcome ? `, outcome ${s.state.outcome}` : ''}${s.state.reason ? ` (${s.state.reason})` : ''}`,
-            `intent ${s.state.intentKey}${s.state.fencingToken ? `, fencing token ${s.state.fencingToken}` : ''}${s.state.entityId ? `, entity ${s.state.entityId}` : ''}`,
-            `steps done: ${s.state.stepsDone.join(', ') || '-'}; compensations run: ${s.state.compensationsRun.join(', ') || '-'}`,
-            ...s.state.errors.map((e) => `error at ${e.at}: ${e.type ? `[${e.type}] ` : ''}${e.message}`),
-            `UI: ${s.url}`,
-          ].join('\n'),
-        );
+        print(s, !!opts.json, () => sagaStatusText(s));
       });
     });
 
@@ -318,9 +311,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
       const phase = opts.needsAttention ? 'NEEDS_ATTENTION' : opts.phase;
       await withClient(async (client) => {
         const rows = await client.list({ type: opts.type, outcome: opts.outcome, phase, limit: Number(opts.limit) });
-        print(rows, !!opts.json, () =>
-          rows.length === 0 ? 'no sagas' : rows.map((r) => `${r.workflowId}  ${r.status}  ${r.phase ?? '-'}  ${r.outcome ?? '-'}`).join('\n'),
-        );
+        print(rows, !!opts.json, () => sagaListText(rows));
       });
     });
 

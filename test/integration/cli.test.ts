@@ -225,6 +225,7 @@ describe('saga CLI', () => {
     const status = await saga(['status', started.workflowId, '--json']);
     const result = await saga(['result', started.workflowId, '--json']);
     const list = await saga(['list', '--outcome', 'COMPENSATED', '--json']);
+    const table = await saga(['list', '--outcome', 'COMPENSATED']);
     const intent = await saga(['intent', '--type', 'order', '--data', JSON.stringify(cart), '--json']);
 
     expect(status.code).toBe(EXIT.OK);
@@ -233,6 +234,9 @@ describe('saga CLI', () => {
     expect(json(result.stdout)).toMatchObject({ outcome: 'COMPENSATED', reason: 'STEP_REJECTED' });
     expect(list.code).toBe(EXIT.OK);
     expect(json<{ workflowId: string }[]>(list.stdout).map((r) => r.workflowId)).toContain(started.workflowId);
+    // For a person: column headers, then a row per saga.
+    expect(table.stdout.split('\n')[0]).toMatch(/^WORKFLOW ID +STATUS +PHASE +OUTCOME$/);
+    expect(table.stdout).toMatch(new RegExp(`^${started.workflowId} +COMPLETED +\\S+ +COMPENSATED$`, 'm'));
     expect(intent.code).toBe(EXIT.OK);
     expect(json(intent.stdout)).toMatchObject({ intentKey: started.intentKey, rms: { exists: false }, row: { status: 'COMPENSATED' } });
 
