@@ -378,11 +378,8 @@ export function createSagaActivities({
         rms,
         lease,
         req.heartbeatIntervalMs,
-        (signal) =>
-          new Promise<never>((_, reject) => {
-            if (signal.aborted) reject(signal.reason as Error);
-            else signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
-          }),
+        // withLease hands over a signal not yet aborted (it throws a cancellation that came first).
+        (signal) => new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true })),
         { metrics },
       );
     },
