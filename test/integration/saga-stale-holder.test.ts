@@ -18,7 +18,9 @@ it('never lets a holder paused past its lease change the row or reservation of t
   const paused = await startWorkerProcess(h.config);
   const first = await h.client.start('order', cart);
   expect(first.reservation.status).toBe('SUCCESS');
-  await eventually(() => h.client.status(first.workflowId), (s) => s.state.phase === 'WRITING', 'the first write to start');
+  // The write holds its own lease once its first extension replaced the gate's pickup lease (5
+  // minutes); the WRITING phase alone is entered before the activity has run that far.
+  await eventually(() => h.rms.inspect(first.intentKey), (i) => i.holder !== undefined && i.holder.remainingMs <= h.config.saga.leaseMs, 'the first write to hold its own lease');
 
   // The first holder stops mid-write (its row written, uncommitted) for longer than its lease.
   paused.child.kill('SIGSTOP');
