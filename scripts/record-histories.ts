@@ -18,8 +18,10 @@ import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
 import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
+import { z } from 'zod';
+import { fencedTableSql } from '../src/db/fenced-schema';
 import { createPool } from '../src/db/pool';
-import { defineOperation, defineSaga, defineSagaTypes, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
+import { defineOperation, defineSaga, defineSagaTypes, fencedTable, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
@@ -41,7 +43,8 @@ const refunds = { down: true };
  * `order-limited`: the order saga with limits per caller and per customer (gate-limits);
  * `order-amend-fragile`: order-amend, whose refund of the amended charge fails while `refunds.down`;
  * `order-noted`: the order saga with a notice between its steps (a step without a compensation);
- * `order-trusting`: one whose stock step, refused, did nothing (`undoRefused: false`).
+ * `order-trusting`: one whose stock step, refused, did nothing (`undoRefused: false`); and
+ * `loan` with `loan-return`, an operation that releases its entity.
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -64,8 +67,38 @@ function recordedTypes(config: Config): SagaTypes {
     defineSaga({ ...givingUpSoon(order, 'releaseStock'), type: 'order-fragile-patient', handlers: { ...order.handlers, releaseStock }, compensation: { ...order.compensation, attentionMs: 60_000 } }),
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
     defineSaga({ ...order, type: 'order-limited', limits: [{ inFlight: 100 }, { per: (input) => (input as { customer: string }).customer, inFlight: 10 }] }),
+    ...loanTypes,
   );
 }
+
+/** The table of `loan` (a copy of a book lent), which its operation `loan-return` releases. */
+const LOANS_SQL = fencedTableSql('recorded_loans', 'copy text NOT NULL', { operations: true });
+const loans = fencedTable('recorded_loans', ['copy']);
+const noted: StepHandler<unknown> = async (_tx, ctx) => ({ at: ctx.operation?.entityId ?? ctx.entity?.id });
+
+/** `loan` creates a loan of a copy; `loan-return` ends it and releases the copy's intent, so it can be lent again. */
+const loanTypes = [
+  defineSaga({
+    type: 'loan',
+    scope: 'recorded-loan',
+    schema: z.object({ copy: z.string() }).strict(),
+    intent: (input) => input,
+    table: loans,
+    row: (input) => ({ copy: input.copy }),
+    steps: [{ step: 'lend', compensation: 'unlend' }],
+    handlers: { lend: noted, unlend: noted },
+  }),
+  defineOperation({
+    type: 'loan-return',
+    scope: 'recorded-loan',
+    schema: z.object({ loan: z.string() }).strict(),
+    entity: (input) => input.loan,
+    table: loans,
+    releases: true,
+    steps: [{ step: 'takeBack', compensation: 'handBack' }],
+    handlers: { takeBack: noted, handBack: noted },
+  }),
+];
 
 async function main(): Promise<void> {
   const temporal = execFileSync(path.join(__dirname, 'ensure-temporal'), { encoding: 'utf8' }).trim();
@@ -80,6 +113,9 @@ async function main(): Promise<void> {
     SAGA_CODEC_KEYS: TEST_CODEC_KEYS,
   };
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
+  // The loans' table, before any worker checks it.
+  const setup = createPool(config.db);
+  await setup.query(LOANS_SQL).finally(() => setup.end());
   const client = await SagaClient.connect({ sagas: recordedTypes(config), config, operator: true });
   // A lease that ends before the worker starts (every worker down past the pickup lease): the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', PICKUP_LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
@@ -223,6 +259,13 @@ async function main(): Promise<void> {
         await until(shapes['operation-redriven'], (s) => s.phase === 'NEEDS_ATTENTION');
         refunds.down = false;
         await client.redrive(shapes['operation-redriven']);
+        // A loan returned: its row RELEASED and its copy's intent freed, then the copy lent again.
+        const copy = `recorder-${randomUUID()}`;
+        const loan = (await client.result((await client.start('loan', { copy })).workflowId)).entityId!;
+        shapes['operation-release-completed'] = (await client.start('loan-return', { loan })).workflowId;
+        await client.result(shapes['operation-release-completed']);
+        const again = await client.start('loan', { copy });
+        if (again.reservation.status !== 'SUCCESS') throw new Error(`the returned copy was answered ${again.reservation.status}`);
         await Promise.all(Object.values(shapes).map((id) => client.result(id).catch(() => undefined)));
       });
     } finally {

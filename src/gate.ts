@@ -221,7 +221,8 @@ export interface LockRequest {
  * Redis is touched: no row, another owner's, or one whose creating saga was undone → NOT_FOUND,
  * holding nothing. Then a lease on the lock key, as `reserveIntent` takes one (one Lua call; the same
  * session gets its token back): a lock someone holds → CONFLICT; on SUCCESS the row is read again
- * under the lock (it may have changed), and must be COMPLETED and still the owner's: else NOT_FOUND,
+ * under the lock (it may have changed), and must be COMPLETED and still the owner's: else NOT_FOUND
+ * (a released entity too, once the reservation found no retry of the operation that released it),
  * or CONFLICT for a row whose creating saga still runs (retry after {@link CREATION_RUNNING_RETRY_MS}),
  * the lock just taken given back. A row already claimed with a token at or above the new one (Redis
  * forgot the lock, and the clock issuing the new token is behind) gets the new token raised above it,
@@ -264,6 +265,11 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
     await giveBack();
     return { status: 'NOT_FOUND' };
   }
+  // Released: no operation runs on it again (a retry of the one that released it was answered ENDED).
+  if (row.status === 'RELEASED') {
+    await giveBack();
+    return { status: 'NOT_FOUND' };
+  }
   if (row.status !== 'COMPLETED') {
     await giveBack();
     return { status: 'CONFLICT', retryAfterMs: CREATION_RUNNING_RETRY_MS };
@@ -277,7 +283,8 @@ export async function lockEntity(deps: GateDeps, req: LockRequest): Promise<Lock
 /**
  * Whether `owner` may see an entity: its row exists, its creating saga was not undone, and it was
  * created for `owner`, or for no one (a row from before owners were recorded) where `table` opts in
- * (`legacy.ownerlessRows`).
+ * (`legacy.ownerlessRows`). A released entity is still its owner's to see: the lock's reservation
+ * answers a retry of the operation that released it (ENDED), and any other operation NOT_FOUND.
  */
 function visibleTo(row: ClaimableRow | undefined, owner: string, table: FencedTable): row is ClaimableRow {
   if (row === undefined || row.status === 'FAILED' || row.status === 'COMPENSATED') return false;

@@ -181,17 +181,24 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
 
 /**
  * Refuses to start when a saga type's table lacks a column it needs: the fencing columns, its data
- * columns and, for a table an operation claims, `last_operation_token`. One look per table (a
+ * columns and, for a table an operation claims, `last_operation_token`; or, for a table an operation
+ * releases, the shape that holds released rows. One look per table (a
  * creation and its operations share theirs), named by the first type that uses it.
  */
 async function checkSagaTables(pool: Pool, types: SagaTypes): Promise<void> {
-  const tables = new Map<string, { def: SagaTypes[string]; operations: boolean }>();
+  const tables = new Map<string, { def: SagaTypes[string]; operations: boolean; releases: boolean }>();
   for (const def of Object.values(types)) {
+    const operations = isEntityOperation(def);
+    const releases = operations && def.releases === true;
     const seen = tables.get(def.table.table);
-    if (seen) seen.operations ||= isEntityOperation(def);
-    else tables.set(def.table.table, { def, operations: isEntityOperation(def) });
+    if (!seen) tables.set(def.table.table, { def, operations, releases });
+    else {
+      seen.operations ||= operations;
+      // Named by the type that releases: that is the one the table must be migrated for.
+      if (releases && !seen.releases) Object.assign(seen, { def, releases });
+    }
   }
-  for (const { def, operations } of tables.values()) await checkFencedTable(pool, def.table, { operations, sagaType: def.type });
+  for (const { def, operations, releases } of tables.values()) await checkFencedTable(pool, def.table, { operations, releases, sagaType: def.type });
 }
 
 /** Running sagas whose recorded input {@link checkRunningSagas} reads at once. */

@@ -8,11 +8,12 @@ import type { temporal } from '@temporalio/proto';
 import { isEncrypted } from '../codec/encryption-codec';
 import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import type { Pool, PoolClient } from 'pg';
-import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
-import { entityOwnerOf, lockEntity, markEntityExists, recordSagaEnd, reserveIntent, undoEntity } from '../gate';
+import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency, type ReleaseResult } from '../db';
+import { recordEndedSession } from '../db/ended-sessions';
+import { DEFAULT_KEY_RETENTION_MS, entityOwnerOf, lockEntity, markEntityExists, recordSagaEnd, reserveIntent, undoEntity } from '../gate';
 import { confirmLease, withLease } from './lease';
 import type { SagaMetrics } from '../metrics';
-import { RmsValidationError, sessionTag, type Rms } from '../rms';
+import { isSessionId, RmsValidationError, sessionTag, type Rms } from '../rms';
 import {
   CompensationRefusedError,
   decodeEntityId,
@@ -230,7 +231,7 @@ export function createSagaActivities({
           // An entity operation: the entity's lock (see lockEntity).
           // A plan of an earlier version without an owner (a plain start that named none) is the default owner's.
           const locked = await lockEntity(gate, { ...request, entityId: req.entityId, owner: req.owner ?? DEFAULT_OWNER });
-          if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no such entity for ${req.type} (or its creating saga was undone)`);
+          if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no such entity for ${req.type} (or its creating saga was undone, or it was released)`);
           answer = locked;
         } else {
           answer = await reserveIntent(gate, { ...request, ...(req.legacyIntentKey === undefined ? {} : { legacyIntentKey: req.legacyIntentKey }) });
@@ -393,6 +394,47 @@ export function createSagaActivities({
       const ended = await recordSagaEnd(gate, req.intentKey, req.sessionId);
       const released = await rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, ended });
       return { released: released.status === 'RELEASED' };
+    },
+
+    /**
+     * Releases an operation's entity once its steps succeeded (`EntityOperation.releases`). First, in
+     * one transaction of PostgreSQL, the truth: the row becomes RELEASED, fenced by the lock's token
+     * as a claim is, and the saga that created it is recorded as ended (a retry of that saga's key is
+     * answered from it, not from the intent's next entity). Then Redis: the marker becomes the
+     * creating token's tombstone, and that saga's session joins the intent's ended record, in one
+     * script. A retry finds the row RELEASED by the same token and frees again, which changes nothing.
+     * Lost Redis data cannot make the entity live again: the gate reads the row.
+     */
+    async releaseEntity(req: Owner & { entityId: string }): Promise<{ released: true }> {
+      const { table } = definition(req.type);
+      const tx = await pool.connect();
+      let released: ReleaseResult;
+      let open = false;
+      try {
+        await tx.query('BEGIN');
+        open = true;
+        released = await table.release(tx, { id: req.entityId, fencingToken: req.fencingToken });
+        if (released.status === 'RELEASED' && isSessionId(released.sessionId)) {
+          await recordEndedSession(tx, { intentKey: released.intentKey, sessionTag: sessionTag(released.sessionId) });
+        }
+        await tx.query('COMMIT');
+        open = false;
+      } finally {
+        if (open) await tx.query('ROLLBACK').catch(() => undefined);
+        tx.release();
+      }
+      if (released.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, "releaseEntity: a newer holder of the entity's lock has claimed it");
+      if (released.status !== 'RELEASED') {
+        throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `releaseEntity: the entity is ${released.status === 'NOT_FOUND' ? 'gone' : `${released.from}, not COMPLETED`}`);
+      }
+      const retentionMs = keyRetentionMs ?? DEFAULT_KEY_RETENTION_MS;
+      await rms.free({
+        intent: released.intentKey,
+        fencingToken: released.lastFencingToken,
+        existsTtlMs,
+        ...(isSessionId(released.sessionId) ? { ended: { sessionId: released.sessionId, retentionMs } } : {}),
+      });
+      return { released: true };
     },
 
     /**

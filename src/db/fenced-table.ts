@@ -9,19 +9,21 @@
  * validated and quoted identifiers; every value is a parameter.
  */
 import { branded } from '../brand';
-import { InvalidArgumentError, DbError } from './errors';
+import { InvalidArgumentError } from './errors';
 import { quoteIdentifier, quoteQualifiedName } from './identifiers';
 import { runArrayQuery, runQuery, type Queryable } from './queryable';
 import { checkText } from './validate';
 
 /** Every status of a fenced row, in lifecycle order. */
-export const FENCED_STATUSES = ['PROCESSING', 'REGISTERED', 'COMPLETED', 'FAILED', 'COMPENSATED'] as const;
+export const FENCED_STATUSES = ['PROCESSING', 'REGISTERED', 'COMPLETED', 'FAILED', 'COMPENSATED', 'RELEASED'] as const;
 
 /**
  * Status of a fenced row: PROCESSING (written under a live lease) → REGISTERED (finalised) →
- * COMPLETED, or FAILED / COMPENSATED.
+ * COMPLETED, or FAILED / COMPENSATED; a COMPLETED row becomes RELEASED when an operation that
+ * releases its entity ends (see {@link FencedTable.release}): kept for history, no longer the
+ * intent's entity.
  */
-export type FencedStatus = 'PROCESSING' | 'REGISTERED' | 'COMPLETED' | 'FAILED' | 'COMPENSATED';
+export type FencedStatus = (typeof FENCED_STATUSES)[number];
 
 /** Which table a {@link FencedTable} writes, and which of its columns are data. */
 export interface FencedTableOptions {
@@ -133,6 +135,26 @@ export interface WriteFencedInput {
  */
 export type ClaimResult = { status: 'CLAIMED' } | { status: 'FENCED_OUT' } | { status: 'NOT_COMPLETED'; from: FencedStatus } | { status: 'NOT_FOUND' };
 
+/**
+ * Outcome of {@link FencedTable.release}. Only `RELEASED` changed anything (or found the row released
+ * by the same token already); it names the intent the row no longer holds and who created it.
+ * - `FENCED_OUT`: a newer operation's token has claimed the row.
+ * - `NOT_COMPLETED`: the row is not COMPLETED (or was released by another operation).
+ * - `NOT_FOUND`: no row has this id.
+ */
+export type ReleaseResult =
+  | {
+      status: 'RELEASED';
+      intentKey: string;
+      /** The session of the saga that created the entity. */
+      sessionId: string;
+      /** The token of the saga that created the entity (its marker's). */
+      lastFencingToken: string;
+    }
+  | { status: 'FENCED_OUT' }
+  | { status: 'NOT_COMPLETED'; from: FencedStatus }
+  | { status: 'NOT_FOUND' };
+
 /** A row as {@link FencedTable.findById} reads it: with the token of the last operation that claimed it. */
 export interface ClaimableRow extends FencedRow {
   /** Null until an operation first claims the row. */
@@ -190,6 +212,7 @@ export interface FencedStatements {
   find: string;
   findById: string;
   claim: string;
+  release: string;
 }
 
 /**
@@ -244,6 +267,11 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     return quoted;
   });
 
+  // Any row of the intent the statement's snapshot shows with a higher token, or the same token's
+  // released row, fences the writer out before it inserts. The live row's conflict below decides
+  // too, but a row released after the snapshot has left the live index: without this, an older
+  // token waiting on that release would insert a live row below the released one (see release).
+  const fencedBySnapshot = `SELECT FROM ${table} AS f WHERE f.intent_key = $1::text AND (f.last_fencing_token > $2::bigint OR (f.status = 'RELEASED' AND f.last_fencing_token = $2::bigint))`;
   const takeover = `cur.last_fencing_token < EXCLUDED.last_fencing_token AND cur.status IN (${TAKEOVER_FROM.map((s) => `'${s}'`).join(', ')})`;
   // The same upsert, with or without the owner column (its value the fifth parameter).
   const upsert = (owned: boolean) => {
@@ -253,7 +281,8 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
       `INSERT INTO ${table} AS cur (intent_key, status, last_fencing_token, session_id${owned ? `, ${OWNER_COLUMN}` : ''}${data.map((c) => `, ${c}`).join('')})`,
       `SELECT $1::text, 'PROCESSING', $2::bigint, $3::text${owned ? ', $5::text' : ''}${data.map((c) => `, d.${c}`).join('')}`,
       `  FROM jsonb_populate_record(NULL::${table}, $4::jsonb) AS d`,
-      `ON CONFLICT (intent_key) DO UPDATE SET`,
+      `  WHERE NOT EXISTS (${fencedBySnapshot})`,
+      `ON CONFLICT (intent_key) WHERE status <> 'RELEASED' DO UPDATE SET`,
       `  status = CASE WHEN ${takeover} THEN 'PROCESSING' ELSE cur.status END,`,
       ...replaced.map((line) => `  ${line},`),
       `  updated_at = CASE WHEN ${takeover} THEN now() ELSE cur.updated_at END`,
@@ -271,13 +300,14 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `UPDATE ${table} AS cur SET`,
     `  status = CASE WHEN ${legal} THEN $4::text ELSE cur.status END,`,
     `  updated_at = CASE WHEN ${legal} THEN now() ELSE cur.updated_at END`,
-    `WHERE cur.intent_key = $1::text`,
+    `WHERE cur.intent_key = $1::text AND cur.status <> 'RELEASED'`,
     `RETURNING cur.status, cur.last_fencing_token = $2::bigint AS owned`,
   ].join('\n');
 
   const find = [
     `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}`,
-    `  FROM ${table} WHERE intent_key = $1::text`,
+    // The live row when there is one (its token is above every released row's), else the last released.
+    `  FROM ${table} WHERE intent_key = $1::text ORDER BY last_fencing_token DESC LIMIT 1`,
   ].join('\n');
 
   const findById = [
@@ -295,7 +325,17 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `RETURNING cur.status, cur.last_operation_token::text AS token`,
   ].join('\n');
 
-  return { writeFenced, writeFencedOwned, transition, find, findById, claim };
+  // A claim that also ends the entity: COMPLETED → RELEASED, by the operation holding the newest claim.
+  const release = [
+    `UPDATE ${table} AS cur SET`,
+    `  status = CASE WHEN ${claimable} THEN 'RELEASED' ELSE cur.status END,`,
+    `  last_operation_token = CASE WHEN ${claimable} THEN $2::bigint ELSE cur.last_operation_token END,`,
+    `  updated_at = CASE WHEN ${claimable} THEN now() ELSE cur.updated_at END`,
+    `WHERE cur.id = $1::bigint`,
+    `RETURNING cur.status, cur.last_operation_token::text AS token, cur.intent_key, cur.session_id, cur.last_fencing_token::text`,
+  ].join('\n');
+
+  return { writeFenced, writeFencedOwned, transition, find, findById, claim, release };
 }
 
 /**
@@ -339,7 +379,9 @@ export class FencedTable {
    * - row PROCESSING, FAILED or COMPENSATED with a lower token → taken over (status PROCESSING,
    *   token, session, data and `updated_at` replaced) → WRITTEN, same id;
    * - row with a higher token → FENCED_OUT, unchanged (whatever its status: the fence comes first);
-   * - row REGISTERED or COMPLETED with a lower token → DUPLICATE, unchanged.
+   * - row REGISTERED or COMPLETED with a lower token → DUPLICATE, unchanged;
+   * - only RELEASED rows, all with lower tokens → a new row inserted as PROCESSING → WRITTEN, new id;
+   *   a RELEASED row of the same or a higher token → FENCED_OUT, nothing written.
    * @throws InvalidArgumentError for a bad token, an empty key or session, or data that does not
    *   match the data columns.
    */
@@ -356,8 +398,9 @@ export class FencedTable {
       owned ? [intentKey, token, sessionId, data, checkText(input.createdBy, 'createdBy')] : [intentKey, token, sessionId, data],
     );
     const row = rows[0];
-    // ON CONFLICT DO UPDATE without WHERE returns the inserted or updated row, always.
-    if (!row) throw new DbError('writeFenced: the upsert returned no row');
+    // ON CONFLICT DO UPDATE without WHERE returns the inserted or updated row, unless the snapshot's
+    // check refused the insert before it was tried: a row of a higher token (or a released one of ours).
+    if (!row) return { status: 'FENCED_OUT' };
     return row.outcome === 'FENCED_OUT' ? { status: 'FENCED_OUT' } : { status: row.outcome, id: row.id };
   }
 
@@ -384,7 +427,10 @@ export class FencedTable {
     return this.transition(q, 'markCompensated', input);
   }
 
-  /** The intent's row, or undefined. */
+  /**
+   * The intent's row, or undefined: its live row (not RELEASED) when it has one, else the one it had
+   * last, released.
+   */
   async find(q: Queryable, intentKey: string): Promise<FencedRow | undefined> {
     const key = checkText(intentKey, 'intentKey');
     const { rows } = await runArrayQuery(q, 'find', this.sql.find, [key]);
@@ -436,6 +482,29 @@ export class FencedTable {
     if (row.token !== null && BigInt(row.token) > BigInt(token)) return { status: 'FENCED_OUT' };
     if (row.status !== 'COMPLETED') return { status: 'NOT_COMPLETED', from: row.status };
     return { status: 'CLAIMED' };
+  }
+
+  /**
+   * Releases the COMPLETED entity `id` for the operation whose lock token is `fencingToken`, as
+   * {@link claim} claims it: the row becomes RELEASED, kept as it is, and no longer its intent's
+   * entity. The intent's next row is written by a token above this row's (`writeFenced` refuses any
+   * other), so nothing of the released entity's sagas can reach the new one. A repeat by the same
+   * token is RELEASED again. The table must hold released rows (see `fencedTableSql`).
+   */
+  async release(q: Queryable, input: { id: string; fencingToken: string | bigint }): Promise<ReleaseResult> {
+    const rowId = normaliseId(input.id);
+    const token = normaliseToken(input.fencingToken);
+    const { rows } = await runQuery<{ status: FencedStatus; token: string | null; intent_key: string; session_id: string; last_fencing_token: string }>(
+      q,
+      'release',
+      this.sql.release,
+      [rowId, token],
+    );
+    const row = rows[0];
+    if (!row) return { status: 'NOT_FOUND' };
+    if (row.token !== null && BigInt(row.token) > BigInt(token)) return { status: 'FENCED_OUT' };
+    if (row.status !== 'RELEASED' || row.token !== token) return { status: 'NOT_COMPLETED', from: row.status };
+    return { status: 'RELEASED', intentKey: row.intent_key, sessionId: row.session_id, lastFencingToken: row.last_fencing_token };
   }
 
   private async transition(q: Queryable, name: keyof typeof TRANSITIONS, input: TransitionInput): Promise<TransitionResult> {

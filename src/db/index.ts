@@ -9,6 +9,7 @@ export {
   TRANSITIONS,
   type ClaimableRow,
   type ClaimResult,
+  type ReleaseResult,
   type FencedRow,
   type FencedStatus,
   type FencedTableOptions,
@@ -41,4 +42,4 @@ export {
 } from './errors';
 export { createPool, type PoolOptions } from './pool';
 export { ensureDatabase, migrate, MIGRATIONS_DIR, MIGRATIONS_TABLE, type MigrateOptions } from './migrate';
-export { checkFencedTable, fencedTableSql, FencedTableSchemaError, OPERATION_COLUMN } from './fenced-schema';
+export { checkFencedTable, fencedTableReleaseSql, fencedTableSql, FencedTableSchemaError, OPERATION_COLUMN } from './fenced-schema';

@@ -35,7 +35,7 @@ export {
   type OperationContext,
   type EntityContext,
 } from '../sagas';
-export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult, type FencedTableOptions, type LegacyRows } from '../db/fenced-table';
+export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult, type ReleaseResult, type FencedTableOptions, type LegacyRows } from '../db/fenced-table';
 export { SagaClient, SagaEndedError, SettleError, RedriveError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
 export {

@@ -7,6 +7,6 @@
  */
 export { createWorker, runWorker, type StartWorkerOptions, type RunWorkerOptions, type AppWorker } from '../worker';
 export { migrate, ensureDatabase, MIGRATIONS_TABLE, type MigrateOptions } from '../db/migrate';
-export { fencedTableSql, checkFencedTable, FencedTableSchemaError, OPERATION_COLUMN } from '../db/fenced-schema';
+export { fencedTableSql, fencedTableReleaseSql, checkFencedTable, FencedTableSchemaError, OPERATION_COLUMN } from '../db/fenced-schema';
 export { createPool } from '../db/pool';
 export { setupCluster, SetupError, type SetupOptions, type SetupReport } from '../setup';

@@ -99,6 +99,7 @@ function checkDeclaration(def: SagaType<unknown>): void {
       if (plan.compensation === undefined) throw new SagaDeclarationError(type, `step "${plan.step}": undoRefused without a compensation`);
     }
   }
+  if (isEntityOperation(def) && def.releases !== undefined && typeof def.releases !== 'boolean') throw new SagaDeclarationError(type, 'releases must be true or false');
   if (def.deadlineMs !== undefined && !(Number.isInteger(def.deadlineMs) && def.deadlineMs > 0 && def.deadlineMs <= MAX_DEADLINE_MS)) {
     throw new SagaDeclarationError(type, `deadlineMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
   }

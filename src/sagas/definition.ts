@@ -249,7 +249,16 @@ export interface EntityOperation<I = unknown> {
    * saga planned with it runs.
    */
   retiredHandlers?: Record<string, StepImplementation<I>>;
-  /** How compensations run (`freeIntent` does not apply: a lock is always released). */
+  /**
+   * The operation ends its entity and frees its intent (a return, a refund, a cancellation that gives
+   * the thing back): once every step has succeeded, the row becomes RELEASED (kept for history,
+   * found by no operation again) and the intent's marker is freed, so the next request for the same
+   * intent is answered SUCCESS and creates a new entity, with a higher fencing token. A retry of the
+   * creating saga's key still gets that saga's answer. The table must hold released rows (see
+   * `fencedTableSql`, and `fencedTableReleaseSql` for a table created before): a worker refuses to
+   * start otherwise. @default false
+   */
+  releases?: boolean;
   /**
    * How long a saga of this type may take from its start, in ms (at most 30 days); a start may ask
    * for less, never more. Past it the saga takes no further step, compensates what it did and ends
@@ -259,6 +268,7 @@ export interface EntityOperation<I = unknown> {
   deadlineMs?: number;
   /** Limits on the operations one caller starts (see {@link SagaDefinition.limits}). @default none */
   limits?: SagaLimit<I> | readonly SagaLimit<I>[];
+  /** How compensations run (`freeIntent` does not apply: a lock is always released). */
   compensation: CompensationPolicy;
 }
 

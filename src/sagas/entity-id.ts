@@ -71,5 +71,5 @@ export function decodeEntityId(secret: Uint8Array, table: string, id: string, op
  * an id at all, all in the same words.
  */
 export function entityNotFound(scope: string, id: string, type: string): string {
-  return `there is no ${scope} ${id} to run ${type} on (or its creating saga was undone)`;
+  return `there is no ${scope} ${id} to run ${type} on (or its creating saga was undone, or it was released)`;
 }

@@ -243,7 +243,7 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
       const given = def.entity(payload);
       const rowId = decodeEntityId(options.intentSecret, def.table.table, given, { numericIds: def.table.legacy.numericIds });
       if (rowId === undefined) throw new SagaInputError(entityNotFound(def.scope, given, type), ErrorType.ENTITY_NOT_FOUND);
-      operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId) };
+      operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId), ...(def.releases === true ? { releases: true } : {}) };
       key = intentKey(`${def.scope}-lock`, { entity: rowId }, options.intentSecret);
     } else {
       // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name.

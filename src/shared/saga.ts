@@ -65,7 +65,7 @@ export const ErrorType = {
   STEP_REJECTED: 'STEP_REJECTED',
   /** A late attempt of a step whose compensation has already taken its key: it never runs. */
   STEP_COMPENSATED: 'STEP_COMPENSATED',
-  /** An operation's entity does not exist (or its creating saga was undone). */
+  /** An operation's entity does not exist (or its creating saga was undone, or an operation released it). */
   ENTITY_NOT_FOUND: 'ENTITY_NOT_FOUND',
   /** A compensation was refused by the system it undoes. */
   COMPENSATION_REFUSED: 'COMPENSATION_REFUSED',
@@ -333,6 +333,8 @@ export interface SagaInput {
     entityId: string;
     /** The id callers name the entity by (see `encodeEntityId`); absent in plans of earlier versions. */
     publicId?: string;
+    /** Once its steps succeed, the saga releases the entity (see `EntityOperation.releases`); absent: it does not. */
+    releases?: true;
   };
   /** Who the saga runs for (see {@link SagaStart.owner}); absent for a start without one. */
   owner?: string;

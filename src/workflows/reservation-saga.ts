@@ -491,6 +491,8 @@ function operationActivities(input: SagaPlan) {
       proxyActivities<SagaActivities>({ ...timeouts, ...stepRetry(input, name, { retry: undoable ? RETRY_INFRA : RETRY_UNTIL_DONE }), summary: `step ${name}`, ...settle }),
     compensation: (name: string) => proxyActivities<SagaActivities>({ ...timeouts, ...compensationRetry(input, name), summary: `compensation ${name}` }),
     release: proxyActivities<SagaActivities>({ startToCloseTimeout: '10s', retry: RETRY_INFRA, summary: "release the entity's lock" }),
+    // Every step has succeeded: the saga goes forward, through any outage, unless a newer holder claimed the entity.
+    releaseEntity: proxyActivities<SagaActivities>({ startToCloseTimeout: '30s', retry: RETRY_UNTIL_DONE, summary: 'release the entity: its intent is free again' }),
     // Kept until the saga cancels it: each redrive's wait may be as long as the type's attentionMs,
     // and a heartbeat that stops (a dead worker) starts another attempt, which finds the lease held or lost.
     hold: proxyActivities<SagaActivities>({
@@ -506,7 +508,8 @@ function operationActivities(input: SagaPlan) {
 /**
  * An entity operation (order-cancel), holding the entity's lock: the steps in order, each database
  * step claiming the entity's row with the lock's token (see EntityOperation), each step given the
- * earlier steps' results; on a failure or a cancellation the compensations of the steps begun, in
+ * earlier steps' results; then, for an operation that releases its entity, the release (a newer
+ * holder's claim refuses it, and the steps are compensated as for a refused step); on a failure or a cancellation the compensations of the steps begun, in
  * reverse; and on every path the lock given back. A step without a compensation cannot be undone:
  * it runs to its end even when the saga is cancelled meanwhile, and is retried until it succeeds or
  * is refused.
@@ -545,6 +548,8 @@ async function runOperation(input: SagaPlan, entityId: string, fencingToken: str
       results[step] = done.response;
       state.stepsDone.push(step);
     }
+    // Only plans of operations that release carry `releases`: no earlier saga takes this branch.
+    if (input.operation?.releases) await CancellationScope.nonCancellable(() => act.releaseEntity.releaseEntity({ ...owner, entityId }));
     ended = { outcome: SagaOutcome.COMPLETED };
   } catch (err) {
     const cancelled = isCancellation(err);

@@ -59,10 +59,13 @@ export async function backendPid(client: pg.PoolClient): Promise<number> {
 
 /**
  * Resolves once the backend `pid` waits for a lock (pg_stat_activity), i.e. once the statement it
- * runs is blocked behind another transaction. Polls; fails the test if it never happens.
+ * runs is blocked behind another transaction, or once `until.settled` is set (the statement ended
+ * without waiting). Polls; fails the test if neither happens.
  */
-export async function untilBlockedOnLock(observer: pg.Pool, pid: number): Promise<void> {
+export async function untilBlockedOnLock(observer: pg.Pool, pid: number, until?: { settled: boolean }): Promise<void> {
   for (let i = 0; i < 2000; i++) {
+    // The statement answered without waiting: nothing to wait for.
+    if (until?.settled) return;
     const { rows } = await observer.query<{ wait_event_type: string | null }>(
       'SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1',
       [pid],
@@ -83,6 +86,10 @@ export async function behindOpenTransaction<T>(
   hold: (a: pg.PoolClient) => Promise<unknown>,
   blocked: (b: pg.PoolClient) => Promise<T>,
   end: 'COMMIT' | 'ROLLBACK',
+  options: {
+    /** B may also answer without waiting (its snapshot decides): A ends as soon as B answers or waits. */
+    mayNotWait?: boolean;
+  } = {},
 ): Promise<T> {
   const [a, b] = await checkout(pool, 2);
   let pending: Promise<T> | undefined;
@@ -91,8 +98,12 @@ export async function behindOpenTransaction<T>(
     await hold(a!);
     const bPid = await backendPid(b!);
     pending = blocked(b!);
-    pending.catch(() => {});
-    await untilBlockedOnLock(pool, bPid);
+    const progress = { settled: false };
+    pending.then(
+      () => (progress.settled = true),
+      () => (progress.settled = true),
+    );
+    await untilBlockedOnLock(pool, bPid, options.mayNotWait ? progress : undefined);
     await a!.query(end);
     return await pending;
   } finally {

@@ -21,12 +21,12 @@ afterAll(async () => {
 const data = (customer = 'Ada') => ({ customer, items: [{ sku: 'A-1', qty: 2 }], amount_cents: '1200' });
 
 /** Brings a fresh intent's row to `status` under `owner` and returns it as stored. */
-async function seed(intentKey: string, status: FencedStatus, owner: string): Promise<FencedRow> {
+async function seed(intentKey: string, status: Exclude<FencedStatus, 'RELEASED'>, owner: string): Promise<FencedRow> {
   const fencingToken = owner;
   expect(await fencedOrders.writeFenced(pool, { intentKey, sessionId: `s-${owner}`, fencingToken, data: data('Owner') })).toMatchObject({
     status: 'WRITTEN',
   });
-  const steps: Record<FencedStatus, ((q: pg.Pool, i: { intentKey: string; fencingToken: string }) => Promise<unknown>)[]> = {
+  const steps: Record<Exclude<FencedStatus, 'RELEASED'>, ((q: pg.Pool, i: { intentKey: string; fencingToken: string }) => Promise<unknown>)[]> = {
     PROCESSING: [],
     REGISTERED: [(q, i) => fencedOrders.markRegistered(q, i)],
     COMPLETED: [(q, i) => fencedOrders.markRegistered(q, i), (q, i) => fencedOrders.markCompleted(q, i)],

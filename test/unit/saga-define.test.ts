@@ -12,6 +12,7 @@ import { loadConfig } from '../../src/config';
 import {
   defineOperation,
   defineSaga,
+  encodeEntityId,
   fencedTable,
   prepareSaga,
   recordedInputRefusal,
@@ -151,6 +152,19 @@ describe('defineOperation', () => {
     expect(declare().compensation.attentionMs).toBe(24 * 60 * 60 * 1000);
     expect(declare({ attentionMs: 0 }).compensation.attentionMs).toBe(0);
     expect(() => declare({ attentionMs: 1.5 })).toThrow(SagaDeclarationError);
+  });
+
+  it('records in the plan that an operation releases its entity, and only when it says so', () => {
+    const secret = new Uint8Array(32).fill(3);
+    const timings = { leaseMs: 30_000, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, compensationAttempts: 5 };
+    const booking = encodeEntityId(secret, 'bookings', '42');
+    const planOf = (overrides: Partial<OperationDeclaration<{ booking: string }>>) =>
+      prepareSaga('booking-cancel', { booking }, { types: sagaTypesOf([defineOperation(operationDeclaration(overrides))]), timings, intentSecret: secret }).operation;
+
+    expect(planOf({ releases: true })).toEqual({ entityId: '42', publicId: booking, releases: true });
+    expect(planOf({})).toEqual({ entityId: '42', publicId: booking });
+    expect(planOf({ releases: false })).toEqual({ entityId: '42', publicId: booking });
+    expect(() => defineOperation(operationDeclaration({ releases: 'yes' as never }))).toThrow('saga type "booking-cancel": releases must be true or false');
   });
 });
 

@@ -77,6 +77,8 @@ describe('recorded saga histories', () => {
         // recorded before that patch, its redrive failed with the cancellation while the round ran.
         'gate-cancelled-redriven',
         'pre-redrive-of-cancelled-gate-cancelled-redriven',
+        // An operation that releases its entity (a loan returned): its steps, then releaseEntity.
+        'operation-release-completed',
         // An amendment whose refund failed: it waited holding the order's lock, and was redriven.
         'operation-redriven',
         // Recorded before a redrive sent after the wait ended was refused (saga-redrive-window.test.ts

@@ -7,7 +7,7 @@
  * database, so one command readies everything; real ones have databases of their own.
  */
 import pg from 'pg';
-import { ensureDatabase, fencedTableSql, migrate } from 'reservation-saga/worker';
+import { ensureDatabase, fencedTableReleaseSql, fencedTableSql, migrate } from 'reservation-saga/worker';
 import { AIRLINE_SCHEMA_SQL } from './services/airline';
 import { HOTEL_SCHEMA_SQL } from './services/hotel';
 
@@ -16,8 +16,8 @@ export const TRIP_MIGRATIONS: readonly { name: string; sql: string }[] = [
   {
     name: '001_trips',
     sql: [
-      // The fenced table: the columns every fenced table needs (id, intent_key UNIQUE, status,
-      // last_fencing_token, session_id, created_at, updated_at), last_operation_token for the
+      // The fenced table: the columns every fenced table needs (id, intent_key, unique among live
+      // rows, status, last_fencing_token, session_id, created_at, updated_at), last_operation_token for the
       // operations that claim a row (trip-cancel), then the trip's own columns.
       fencedTableSql(
         'trips',
@@ -55,6 +55,9 @@ export const TRIP_MIGRATIONS: readonly { name: string; sql: string }[] = [
   // Trips from before owners have none (''), which no operation finds (`trips` does not opt in with
   // `legacy.ownerlessRows`): they become the default owner's, `app`, whose every trip they were.
   { name: '005_trips_owner_assigned', sql: "UPDATE trips SET created_by = 'app' WHERE created_by = '';" },
+  // trip-cancel releases the trip (its row RELEASED, its intent free to book again): `trips` holds
+  // released rows. A database migrated before gets the shape here (a new one has it from 001).
+  { name: '006_trips_released', sql: fencedTableReleaseSql('trips') },
 ];
 
 /** The advisory lock that makes concurrent runs apply each migration once. */

@@ -63,6 +63,8 @@ export function tripCancelSagaType(services: TripServices): EntityOperation<Trip
     schema: cancelSchema,
     entity: (input) => input.trip,
     table: tripsTable,
+    // A cancelled trip is given back: the same traveller may book the same stay and flight again, as a new trip.
+    releases: true,
     steps: [
       { step: 'cancelTrip', compensation: 'reinstateTrip' },
       { step: 'releaseRoom' },

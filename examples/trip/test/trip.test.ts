@@ -250,7 +250,7 @@ void describe('the trip app', () => {
     assert.equal(await charge(started.workflowId), undefined);
   });
 
-  void it('cancels a booked trip with trip-cancel: room and seat released, the card refunded, the trip marked cancelled', TIMEOUT, async () => {
+  void it('cancels a booked trip with trip-cancel: room and seat released, the card refunded, the trip released and bookable again', TIMEOUT, async () => {
     const place = await newPlaces();
     const booked = await client.start('trip', tripTo(place), { idempotencyKey: `t-${randomUUID()}` });
     const { outcome, entityId } = await client.result(booked.workflowId);
@@ -266,15 +266,24 @@ void describe('the trip app', () => {
     assert.equal(await roomsFree(place), 5);
     assert.equal(await seatsFree(place), 5);
     assert.deepEqual(await charge(booked.workflowId), { status: 'REFUNDED', amount_cents: '84900', refunded_by: cancel.workflowId });
-    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM trips WHERE intent_key = $1', [booked.intentKey]);
-    assert.deepEqual(rows, [{ cancelled: true }]);
+    const { rows } = await pool.query<{ cancelled: boolean; status: string }>('SELECT cancelled_at IS NOT NULL AS cancelled, status FROM trips WHERE intent_key = $1', [booked.intentKey]);
+    assert.deepEqual(rows, [{ cancelled: true, status: 'RELEASED' }]);
 
-    // Cancelling it again is refused: nothing is released or refunded twice.
-    const twice = await client.start('trip-cancel', { trip: entityId }, { idempotencyKey: `c-${randomUUID()}` });
-    assert.equal((await client.result(twice.workflowId)).outcome, 'COMPENSATED');
+    // The cancelled trip is released: cancelling it again finds no trip, and nothing is released or refunded twice.
+    await assert.rejects(client.start('trip-cancel', { trip: entityId }, { idempotencyKey: `c-${randomUUID()}` }), { name: 'SagaInputError', code: 'ENTITY_NOT_FOUND' });
     assert.equal(await roomsFree(place), 5);
     assert.equal(await seatsFree(place), 5);
     assert.equal((await charge(booked.workflowId))?.refunded_by, cancel.workflowId);
+
+    // The same trip booked again is a new trip, not a duplicate of the cancelled one.
+    const again = await client.start('trip', tripTo(place), { idempotencyKey: `t-${randomUUID()}` });
+    assert.equal(again.reservation.status, 'SUCCESS');
+    const rebooked = await client.result(again.workflowId);
+    assert.equal(rebooked.outcome, 'COMPLETED');
+    assert.notEqual(rebooked.entityId, entityId);
+    const trips = await pool.query<{ status: string }>('SELECT status FROM trips WHERE intent_key = $1 ORDER BY id', [booked.intentKey]);
+    assert.deepEqual(trips.rows, [{ status: 'RELEASED' }, { status: 'COMPLETED' }]);
+    assert.equal(await roomsFree(place), 4);
   });
 
   void it('refuses a start that asks for more time than a trip may take, before any side effect', TIMEOUT, async () => {
