@@ -15,7 +15,7 @@ import type { SagaMetrics } from './metrics';
 import { MAX_LEASE_MS, Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
-import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaList, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
+import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaInputOf, type SagaList, type SagaNameOf, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
   DEFAULT_COMPENSATION_ATTEMPTS,
   DEFAULT_OWNER,
@@ -206,9 +206,13 @@ type GateReply = Omit<StartedSaga, 'workflowId' | 'intentKey' | 'idempotencyKey'
 const VISIBILITY_VALUE = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 /** Options of {@link SagaClient.connect}. */
-export interface SagaClientConnectOptions {
-  /** The app's saga types: the ones its workers run. */
-  sagas: SagaList;
+export interface SagaClientConnectOptions<S extends SagaList = SagaList> {
+  /**
+   * The app's saga types: the ones its workers run. A list (or object) of declarations made by
+   * `defineSaga` and `defineOperation` types the client's starts: `start` takes only their names,
+   * each with its own input, and a misspelt name does not compile.
+   */
+  sagas: S;
   /** The settings. @default `loadConfig(process.env)` */
   config?: Config;
   /** Attempts of a compensation its other system refuses (`CompensationRefusedError`), for the sagas it starts; other failures are retried by the compensation's policy (DEFAULT_COMPENSATION_RETRY unless its type declares one). @default 5 */
@@ -239,8 +243,11 @@ const temporalDefinitions = async () => {
   return { ...attributes, ...handlers };
 };
 
-/** Starts, finds and inspects sagas. */
-export class SagaClient {
+/**
+ * Starts, finds and inspects sagas. `S`: the app's saga types, as {@link SagaClient.connect} was
+ * given them; they type {@link start}. A client made without them takes any name and input.
+ */
+export class SagaClient<S extends SagaList = SagaList> {
   readonly #options: SagaClientOptions;
   readonly #close?: () => Promise<void>;
   readonly #counts: GateCounts = { SUCCESS: 0, DUPLICATE: 0, CONFLICT: 0 };
@@ -269,7 +276,7 @@ export class SagaClient {
    * @throws ConfigError for a bad or missing setting; SagaDeclarationError for a malformed saga type;
    * TypeError for timings (with `compensationAttempts`) a worker would refuse, before connecting.
    */
-  static async connect(options: SagaClientConnectOptions): Promise<SagaClient> {
+  static async connect<const S extends SagaList>(options: SagaClientConnectOptions<S>): Promise<SagaClient<S>> {
     const types = sagaTypesOf(options.sagas);
     const config = options.config ?? loadConfig(process.env);
     const compensationAttempts = options.compensationAttempts ?? DEFAULT_COMPENSATION_ATTEMPTS;
@@ -396,9 +403,10 @@ export class SagaClient {
    *   and `outcome` once it ended (from the saga's memo and search attributes: no worker needed).
    * Bad input, or the same key with another payload, throws SagaInputError and starts nothing.
    * Redis, PostgreSQL or Temporal out of reach throws their error; nothing is started, and a lease
-   * taken for a saga that may not exist ends with its lease.
+   * taken for a saga that may not exist ends with its lease. A client connected with declared saga
+   * types takes only their names, each with its own input (checked again at run time, as always).
    */
-  async start(type: string, data: unknown, options: StartOptions = {}): Promise<StartedSaga> {
+  async start<K extends SagaNameOf<S>>(type: K, data: SagaInputOf<S, K>, options: StartOptions = {}): Promise<StartedSaga> {
     // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its
     // children when it is sampled; when it is not, only the workflow start carries it (see inGateSpan).
     return inGateSpan('saga.start', { 'saga.type': type }, async (span, underSpan) => {

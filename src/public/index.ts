@@ -24,6 +24,8 @@ export {
   type EntityOperation,
   type SagaType,
   type SagaList,
+  type SagaNameOf,
+  type SagaInputOf,
   type SagaTypes,
   type SagaDeclaration,
   type OperationDeclaration,

@@ -4,6 +4,7 @@
  * compensation has a handler, names are well-formed), so a mistake fails where it is written, not
  * in a worker half-way through a saga.
  */
+import type { z } from 'zod';
 import { FencedTable, type FencedTableOptions } from '../db/fenced-table';
 import { MAX_LIMIT_COUNTERS, MAX_LIMIT_IN_FLIGHT, MAX_LIMIT_PER_SECOND } from '../rms/validation';
 import { DEFAULT_RETRY_INITIAL_INTERVAL_MS, ErrorType, MAX_ATTENTION_MS, MAX_DEADLINE_MS, MAX_RETRY_ATTEMPTS, MAX_RETRY_TOTAL_MS, type CompensationPolicy, type SagaStepPlan, type StepRetryPolicy } from '../shared/saga';
@@ -40,18 +41,23 @@ export function fencedTable(table: string, dataColumns: readonly string[], optio
   return new FencedTable({ table, dataColumns, ...(options.legacy === undefined ? {} : { legacy: options.legacy }) });
 }
 
-/** Declares a saga type that creates an entity. @throws SagaDeclarationError for a malformed declaration. */
-export function defineSaga<I>(declaration: SagaDeclaration<I>): SagaDefinition<I> {
+/**
+ * Declares a saga type that creates an entity. Its name keeps its literal type (`'order'`, not
+ * `string`), so a client given a list of such types checks the names and inputs of its starts at
+ * compile time (see `SagaClient.connect`).
+ * @throws SagaDeclarationError for a malformed declaration.
+ */
+export function defineSaga<I, const T extends string = string>(declaration: SagaDeclaration<I> & { type: T }): SagaDefinition<I> & { readonly type: T } {
   const compensation = { ...DEFAULT_COMPENSATION, attentionMs: DEFAULT_ATTENTION_MS, ...declaration.compensation };
-  const def: SagaDefinition<I> = { ...declaration, kind: 'creation', compensation };
+  const def: SagaDefinition<I> & { type: T } = { ...declaration, kind: 'creation', compensation };
   checkDeclaration(def as SagaType<unknown>);
   return Object.freeze(def);
 }
 
-/** Declares a saga type that changes an existing entity under its lock. @throws SagaDeclarationError */
-export function defineOperation<I>(declaration: OperationDeclaration<I>): EntityOperation<I> {
+/** Declares a saga type that changes an existing entity under its lock; its name keeps its literal type, as defineSaga's. @throws SagaDeclarationError */
+export function defineOperation<I, const T extends string = string>(declaration: OperationDeclaration<I> & { type: T }): EntityOperation<I> & { readonly type: T } {
   const compensation = { ...DEFAULT_COMPENSATION, attentionMs: DEFAULT_ATTENTION_MS, ...declaration.compensation };
-  const def: EntityOperation<I> = { ...declaration, kind: 'operation', compensation };
+  const def: EntityOperation<I> & { type: T } = { ...declaration, kind: 'operation', compensation };
   checkDeclaration(def as SagaType<unknown>);
   return Object.freeze(def);
 }
@@ -175,6 +181,21 @@ function checkLimits(def: SagaType<unknown>, type: string): void {
 /** Saga types as a worker or client is given them: a list of declarations, or an object of them. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each definition has its own input type
 export type SagaList = readonly SagaType<any>[] | Readonly<Record<string, SagaType<any>>>;
+
+/** The declarations of a {@link SagaList}, as one union. */
+type SagaOfList<S extends SagaList> = S extends readonly (infer D)[] ? D : S[keyof S];
+
+/** The type names of a {@link SagaList}: `'order' | 'order-cancel'` for a list of declarations that kept their names (`string` otherwise). */
+export type SagaNameOf<S extends SagaList> = SagaOfList<S> extends infer D ? (D extends { type: infer T extends string } ? T : never) : never;
+
+/** The input of saga type `K` of a {@link SagaList}: what its schema validates to. */
+export type SagaInputOf<S extends SagaList, K extends string> = SagaOfList<S> extends infer D
+  ? D extends { type: infer T; schema: infer Z extends z.ZodType }
+    ? K extends T
+      ? z.output<Z>
+      : never
+    : never
+  : never;
 
 /**
  * Saga types by name from a list (or an object) of declarations.

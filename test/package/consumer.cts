@@ -54,6 +54,15 @@ export async function startBooking(sagaClient: SagaClient, room: string): Promis
   return sagaClient.start('booking', { room, night: '2026-12-24' }, { idempotencyKey: `booking-${room}` });
 }
 export const connect = () => SagaClient.connect({ sagas: [booking], config });
+// A client connected with the app's declarations takes only their names, each with its own input.
+export async function typedStarts(): Promise<void> {
+  const typed = await connect();
+  await typed.start('booking', { room: '101', night: '2026-12-24' });
+  // @ts-expect-error -- a misspelt saga type does not compile
+  await typed.start('bookin', { room: '101', night: '2026-12-24' });
+  // @ts-expect-error -- nor an input of another shape
+  await typed.start('booking', { room: 101 });
+}
 export const startWorker = (): Promise<AppWorker> => createWorker({ sagas: [booking], config });
 export const ready = (): Promise<string[]> => migrate(config.db.url);
 export const server = () => createSagaServer;

@@ -15,7 +15,9 @@ async function main(): Promise<number> {
   }
   const client = await SagaClient.connect({ sagas, config: loadConfig(process.env) });
   try {
-    const started = await client.start('signup', { email, plan }, { idempotencyKey });
+    // The client is typed by `sagas`: 'signup' takes { email, plan }. The plan from the command line
+    // is any text until the saga's schema checks it at the gate (INVALID_INPUT for another).
+    const started = await client.start('signup', { email, plan: plan as 'free' | 'pro' }, { idempotencyKey });
     console.log(`${started.workflowId}: ${started.reservation.status}${started.url ? ` ${started.url}` : ''}`);
     if (!started.started) return 3;
     const final = await client.result(started.workflowId);
