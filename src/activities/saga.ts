@@ -192,6 +192,24 @@ export function createSagaActivities({
     return def;
   };
 
+  /**
+   * The saga's write found its lease lost: another request may hold the intent already, and the saga
+   * will end COMPENSATED (LEASE_LOST), holding its key's answer. It is recorded as ended now, not only
+   * when its compensation ends it (that may take a while: a worker killed, a compensation retried),
+   * so that a retry of its key meanwhile is answered from the saga, not CONFLICT from the new holder:
+   *   A: SUCCESS; write; worker killed, A's lease ends     B: reserve: SUCCESS
+   *   A: next attempt: LEASE_LOST; compensating...       A's key again: CONFLICT (A's SUCCESS taken back)
+   * Best effort: the compensation records it again, and a failure here must not hide LEASE_LOST.
+   */
+  const endedWithoutLease = async (owner: Owner) => {
+    try {
+      const { retentionMs } = await recordSagaEnd(gate, owner.intentKey, owner.sessionId);
+      await rms.rememberEnded({ intent: owner.intentKey, sessionTags: [sessionTag(owner.sessionId)], retentionMs });
+    } catch {
+      // Recorded by undoEntity, when the saga's compensation runs.
+    }
+  };
+
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
     await markEntityExists(gate, creation(owner.type).table, owner.intentKey, entityOwnerOf(existing));
@@ -297,7 +315,10 @@ export function createSagaActivities({
           if (open) await tx.query('ROLLBACK').catch(() => undefined);
           tx.release();
         }
-      }, { metrics });
+      }, { metrics }).catch(async (err: unknown) => {
+        if (err instanceof ApplicationFailure && err.type === ErrorType.LEASE_LOST) await endedWithoutLease(req);
+        throw err;
+      });
       if (outcome.status === 'WRITTEN') {
         /* Written, not yet finalised: no heartbeat keeps the lease until finalise promotes it, and a
            worker may take a while to run that (workers killed or paused right after the write). The

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
+import type { ActivityInterceptorsFactory, WorkerOptions } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StartedSaga } from '../../src/client';
 import type { SagaDefinition } from '../../src/sagas';
@@ -25,6 +26,29 @@ afterAll(async () => {
 /** A worker of the order types, until `fn` resolves. */
 function withWorker<T>(fn: () => Promise<T>): Promise<T> {
   return runWorker({ config: h.config, sagas: sagaTypesFor(h.config, h.providerUrl) }, fn);
+}
+
+/**
+ * Holds every attempt of the activity `activity` at its start until `release()`: `reached` resolves
+ * once one is held. For a worker's `workerOptions`.
+ */
+function holdActivity(activity: string): { workerOptions: Partial<WorkerOptions>; reached: Promise<void>; release: () => void } {
+  let reach!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((resolve) => (reach = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const holder: ActivityInterceptorsFactory = (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        if (ctx.info.activityType === activity) {
+          reach();
+          await released;
+        }
+        return next(input);
+      },
+    },
+  });
+  return { workerOptions: { interceptors: { activity: [holder] } }, reached, release };
 }
 
 /** Redis loses every key of `intent` (a restart, a flush, a failover to a replica that lagged). */
@@ -172,6 +196,41 @@ describe('a saga whose write finds another saga\'s entity in PostgreSQL', () => 
       await registering.query('ROLLBACK').catch(() => undefined);
       registering.release();
     }
+  });
+});
+
+describe('a running saga whose write lost its lease to another request', () => {
+  it('answers a retry of its key from the saga, not CONFLICT, while it compensates', async () => {
+    // The saga's compensation waits here until the retry was answered: the window in which its key
+    // used to be answered CONFLICT from the other request's lease (a fault run found it, with a
+    // worker killed mid-write and the compensation's worker gone too).
+    const undo = holdActivity('undoEntity');
+    const cart = order({ simulate: { writeDelayMs: 4000 } });
+    const key = `lease-lost-${randomUUID()}`;
+    await runWorker({ config: h.config, sagas: sagaTypesFor(h.config, h.providerUrl), workerOptions: undo.workerOptions }, async () => {
+      // On every path: the worker stops only once the held compensation has run.
+      try {
+        const first = await h.client.start('order', cart, { idempotencyKey: key });
+        expect(first.reservation.status).toBe('SUCCESS');
+        await eventually(() => h.rms.inspect(first.intentKey), (i) => i.holder !== undefined && i.holder.remainingMs <= h.config.saga.leaseMs, 'the write to hold its own lease');
+        // The write's lease is gone (as when its worker stops past it), and another request takes the intent.
+        await h.redis.del(intentKeys(h.config.redis.keyPrefix, first.intentKey).processing);
+        const other = await h.client.start('order', cart, { idempotencyKey: `other-${randomUUID()}` });
+        expect(other.reservation.status).toBe('SUCCESS');
+        await undo.reached;
+
+        const retry = await h.client.start('order', cart, { idempotencyKey: key });
+
+        expect(retry).toMatchObject({ workflowId: first.workflowId, runId: first.runId, started: true, replayed: true, reservation: first.reservation });
+        expect(retry.outcome).toBeUndefined();
+        undo.release();
+        expect(await h.client.result(first.workflowId)).toMatchObject({ outcome: 'COMPENSATED', reason: 'LEASE_LOST' });
+        expect((await h.client.result(other.workflowId)).outcome).toBe('COMPLETED');
+        expect(await h.client.start('order', cart, { idempotencyKey: key })).toMatchObject({ runId: first.runId, replayed: true, outcome: 'COMPENSATED' });
+      } finally {
+        undo.release();
+      }
+    });
   });
 });
 
