@@ -18,10 +18,11 @@ import { promisify } from 'node:util';
 import { SagaClient } from '../src/client';
 import { EncryptionCodec, createCodecServer } from '../src/codec';
 import { loadConfigOrExit, requireCodecKeys, type Config } from '../src/config';
+import type { PoolClient } from 'pg';
 import { z } from 'zod';
 import { fencedTableSql } from '../src/db/fenced-schema';
 import { createPool } from '../src/db/pool';
-import { defineOperation, defineSaga, defineSagaTypes, fencedTable, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepHandler } from '../src/sagas';
+import { defineOperation, defineSaga, defineSagaTypes, fencedTable, type EntityOperation, type ExternalStep, type SagaDefinition, type SagaTypes, type StepContext, type StepHandler } from '../src/sagas';
 import { SAGA_OUTCOME, sagaWorkflowId, type SagaState } from '../src/shared';
 import { createWorker } from '../src/worker';
 import { TEST_CODEC_KEYS } from '../test/helpers/secrets';
@@ -44,7 +45,8 @@ const refunds = { down: true };
  * `order-amend-fragile`: order-amend, whose refund of the amended charge fails while `refunds.down`;
  * `order-noted`: the order saga with a notice between its steps (a step without a compensation);
  * `order-trusting`: one whose stock step, refused, did nothing (`undoRefused: false`); and
- * `loan` with `loan-return`, an operation that releases its entity.
+ * `loan` with `loan-return`, an operation that releases its entity; `seat-hold` and
+ * `seat-hold-timed`, which wait for a signal and on a timer.
  */
 function recordedTypes(config: Config): SagaTypes {
   const types = sagaTypesFor(config);
@@ -68,13 +70,45 @@ function recordedTypes(config: Config): SagaTypes {
     defineSaga({ ...order, type: 'order-unattended', compensation: { ...order.compensation, attentionMs: 0 } }),
     defineSaga({ ...order, type: 'order-limited', limits: [{ inFlight: 100 }, { per: (input) => (input as { customer: string }).customer, inFlight: 10 }] }),
     ...loanTypes,
+    ...seatTypes,
   );
 }
+
+/** The table of `seat-hold`, a hold that waits for its payment (or expires). */
+const SEATS_SQL = fencedTableSql('recorded_seat_holds', 'seat text NOT NULL');
+const seats = fencedTable('recorded_seat_holds', ['seat']);
+
+/** `seat-hold`: holds a seat, waits 3 s for `payment-confirmed`, issues the ticket; `seat-hold-timed`: waits on a timer instead. */
+const seatTypes = [
+  defineSaga({
+    type: 'seat-hold',
+    scope: 'recorded-seat',
+    schema: z.object({ seat: z.string() }).strict(),
+    intent: (input) => input,
+    table: seats,
+    row: (input) => ({ seat: input.seat }),
+    steps: [{ step: 'holdSeat', compensation: 'releaseSeat' }, { step: 'paid', wait: { signal: 'payment-confirmed', timeoutMs: 3000 } }, { step: 'issueTicket' }],
+    handlers: { holdSeat: noted, releaseSeat: noted, issueTicket: noted },
+  }),
+  defineSaga({
+    type: 'seat-hold-timed',
+    scope: 'recorded-seat-timed',
+    schema: z.object({ seat: z.string() }).strict(),
+    intent: (input) => input,
+    table: seats,
+    row: (input) => ({ seat: input.seat }),
+    steps: [{ step: 'holdSeat', compensation: 'releaseSeat' }, { step: 'due', wait: { timeoutMs: 500 } }, { step: 'issueTicket' }],
+    handlers: { holdSeat: noted, releaseSeat: noted, issueTicket: noted },
+  }),
+];
 
 /** The table of `loan` (a copy of a book lent), which its operation `loan-return` releases. */
 const LOANS_SQL = fencedTableSql('recorded_loans', 'copy text NOT NULL', { operations: true });
 const loans = fencedTable('recorded_loans', ['copy']);
-const noted: StepHandler<unknown> = async (_tx, ctx) => ({ at: ctx.operation?.entityId ?? ctx.entity?.id });
+/** A step that notes where it ran (hoisted: every recorded type below uses it). */
+async function noted(_tx: PoolClient, ctx: StepContext<unknown>): Promise<unknown> {
+  return { at: ctx.operation?.entityId ?? ctx.entity?.id };
+}
 
 /** `loan` creates a loan of a copy; `loan-return` ends it and releases the copy's intent, so it can be lent again. */
 const loanTypes = [
@@ -115,7 +149,7 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit({ ...env, LEASE_MS: '30000', HEARTBEAT_INTERVAL_MS: '300', HEARTBEAT_TIMEOUT_MS: '1500' });
   // The loans' table, before any worker checks it.
   const setup = createPool(config.db);
-  await setup.query(LOANS_SQL).finally(() => setup.end());
+  await setup.query(`${LOANS_SQL}\n${SEATS_SQL}`).finally(() => setup.end());
   const client = await SagaClient.connect({ sagas: recordedTypes(config), config, operator: true });
   // A lease that ends before the worker starts (every worker down past the pickup lease): the saga has to reserve again.
   const shortLease = loadConfigOrExit({ ...env, LEASE_MS: '1000', PICKUP_LEASE_MS: '1000', HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '600' });
@@ -266,6 +300,12 @@ async function main(): Promise<void> {
         await client.result(shapes['operation-release-completed']);
         const again = await client.start('loan', { copy });
         if (again.reservation.status !== 'SUCCESS') throw new Error(`the returned copy was answered ${again.reservation.status}`);
+        // A seat held until its payment's signal; one whose hold expired unpaid (compensated); one on a timer.
+        shapes['gate-wait-signalled'] = (await client.start('seat-hold', { seat: `recorder-${randomUUID()}` })).workflowId;
+        shapes['gate-wait-expired'] = (await client.start('seat-hold', { seat: `recorder-${randomUUID()}` })).workflowId;
+        shapes['gate-wait-timer'] = (await client.start('seat-hold-timed', { seat: `recorder-${randomUUID()}` })).workflowId;
+        await until(shapes['gate-wait-signalled'], (s) => s.phase === 'WAITING');
+        await client.signal(shapes['gate-wait-signalled'], 'payment-confirmed', { paymentId: 'recorded' });
         await Promise.all(Object.values(shapes).map((id) => client.result(id).catch(() => undefined)));
       });
     } finally {

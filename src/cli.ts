@@ -344,6 +344,19 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     });
 
   program
+    .command('signal <workflowId> <signal>')
+    .description('send a signal a wait of the saga waits for (a payment confirmed); recorded once: a repeat changes nothing')
+    .option('--data <json>', 'what the steps after the wait find: JSON, @file.json, or - for stdin')
+    .option('--json', 'print JSON')
+    .action(async (workflowId: string, signal: string, opts: { data?: string; json?: boolean }) => {
+      const payload = opts.data === undefined ? undefined : await readData(opts.data);
+      await withClient(async (client) => {
+        const receipt = await client.signal(workflowId, signal, payload);
+        print({ workflowId, ...receipt }, !!opts.json, () => `${workflowId}: ${signal} ${receipt.first ? 'received' : 'was received before; this one changed nothing'}`);
+      });
+    });
+
+  program
     .command('settle <workflowId>')
     .description('after settling by hand what a COMPENSATION_FAILED saga could not undo: --keep its entity (operations find it) or --undo it (as the saga would have)')
     .option('--keep', 'the entity stands: its row becomes COMPLETED')

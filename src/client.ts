@@ -15,7 +15,7 @@ import type { SagaMetrics } from './metrics';
 import { MAX_LEASE_MS, Rms, sessionTag, type AdmitResult } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing, inGateSpan, type UnderSpan } from './tracing';
-import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaInputOf, type SagaList, type SagaNameOf, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
+import { checkSagaTimings, entityNotFound, isEntityOperation, limitsOf, MAX_PAYLOAD_BYTES, STEP_NAME_PATTERN, unkeyedRequestHash, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, sagaTypesOf, SagaInputError, type PrepareOptions, type SagaInputOf, type SagaList, type SagaNameOf, type SagaRequest, type SagaType, type SagaTypes } from './sagas';
 import {
   DEFAULT_COMPENSATION_ATTEMPTS,
   DEFAULT_OWNER,
@@ -27,6 +27,7 @@ import {
   SagaPhase,
   sagaWorkflowId,
   type ReservationAnswer,
+  type SagaSignalReceipt,
   type SagaInput,
   type SagaLimitCounters,
   type SagaMemo,
@@ -852,6 +853,38 @@ export class SagaClient<S extends SagaList = SagaList> {
   }
 
   /**
+   * Sends the signal `signal` to the saga `workflowId`, for a wait of its plan (see
+   * `SagaStepPlan.wait`): a payment confirmed, an item collected. It is recorded once: a repeat
+   * answers `first: false` and changes nothing (the first payload stands), so a sender may retry
+   * freely. It may come before the saga reaches its wait. The payload (at most MAX_PAYLOAD_BYTES of
+   * JSON) is what the steps after the wait find; it travels through the codec like the saga's input.
+   * A saga of another owner than the call's scope ({@link OwnerScope}) is answered as a missing one.
+   * @throws SignalError when the saga does not take it (it has ended, its plan waits for no such
+   * signal, or that wait timed out): nothing was recorded. SagaInputError for a malformed name or
+   * payload. WorkflowNotFoundError when there is no such saga (of the scope's owner).
+   */
+  async signal(workflowId: string, signal: string, payload?: unknown, options: OwnerScope = {}): Promise<SagaSignalReceipt> {
+    if (typeof signal !== 'string' || !STEP_NAME_PATTERN.test(signal)) {
+      throw new SagaInputError(`signal ${JSON.stringify(signal)}: must be letters, digits, _ and - (at most 64)`, ErrorType.INVALID_INPUT);
+    }
+    const size = payload === undefined ? 0 : Buffer.byteLength(JSON.stringify(payload) ?? '');
+    if (size > MAX_PAYLOAD_BYTES) throw new SagaInputError(`signal payload is ${size} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted`, ErrorType.INVALID_INPUT);
+    const owner = this.#scope(options);
+    const [client, { signalUpdate }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
+    const handle = client.workflow.getHandle(workflowId);
+    const { status } = await ownedDescription(handle, owner);
+    if (status.name !== 'RUNNING') throw new SignalError(workflowId, `saga ${workflowId} has ended (${status.name}): it waits for no signal`);
+    try {
+      return await handle.executeUpdate(signalUpdate, { args: [{ signal, ...(payload === undefined ? {} : { payload }) }] });
+    } catch (err) {
+      const { WorkflowUpdateFailedError, ApplicationFailure } = await temporalClientLibrary();
+      const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
+      if (cause instanceof ApplicationFailure && cause.type === ErrorType.NOT_WAITING) throw new SignalError(workflowId, cause.message);
+      throw err;
+    }
+  }
+
+  /**
    * An operator's way out for a saga that ended COMPENSATION_FAILED, once what it could not undo has
    * been settled by hand: its row stays REGISTERED (or PROCESSING) and its intent held, so the same
    * request is a DUPLICATE and every operation on its entity a CONFLICT, for good. `keep`: the entity
@@ -892,6 +925,17 @@ export class SagaClient<S extends SagaList = SagaList> {
 /** Thrown by {@link SagaClient.redrive} when the saga does not wait in NEEDS_ATTENTION; the message says why. */
 export class RedriveError extends Error {
   override readonly name = 'RedriveError';
+  constructor(
+    readonly workflowId: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Thrown by {@link SagaClient.signal} when the saga does not take the signal; nothing was recorded. */
+export class SignalError extends Error {
+  override readonly name = 'SignalError';
   constructor(
     readonly workflowId: string,
     message: string,

@@ -2,7 +2,7 @@
  * What the API answers for the errors of the gate and of Temporal: bad input and a reused key are the
  * caller's (4xx); Redis, PostgreSQL or Temporal out of reach is 503, to retry with the same key.
  */
-import { RedriveError, SagaEndedError } from '../client';
+import { RedriveError, SagaEndedError, SignalError } from '../client';
 import { DbUnavailableError, isUnavailable as isDbUnavailable } from '../db/errors';
 import { isRedisUnavailable, RmsUnavailableError } from '../rms/errors';
 import { SagaInputError } from '../sagas/definition';
@@ -26,6 +26,7 @@ export function classifyError(error: unknown): Problem | undefined {
   }
   if (error instanceof SagaEndedError) return problem(409, ProblemType.SAGA_ENDED, `the saga has already ended (${error.status}); there is nothing to cancel`);
   if (error instanceof RedriveError) return problem(409, ProblemType.NOT_NEEDING_ATTENTION, 'the saga does not wait in NEEDS_ATTENTION (it runs, compensates, or has ended): nothing was redriven');
+  if (error instanceof SignalError) return problem(409, ProblemType.NOT_WAITING, error.message);
   if (isNotFound(error)) return problem(404, ProblemType.SAGA_NOT_FOUND, 'no such saga');
   const service = unavailableService(error);
   if (service) return problem(503, ProblemType.UNAVAILABLE, `${service} is unavailable; nothing was started unless a retry with the same Idempotency-Key finds it`);

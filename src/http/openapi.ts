@@ -241,6 +241,31 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
       },
     },
   };
+  paths['/v1/sagas/{id}/signals/{signal}'] = {
+    post: {
+      operationId: 'signalSaga',
+      summary: 'send a signal a wait of the saga waits for (a payment confirmed); the body, if any, is what the steps after the wait find',
+      parameters: [idParameter, { name: 'signal', in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_-]{0,63}$' } }],
+      requestBody: { required: false, content: { 'application/json': { schema: {} } } },
+      responses: {
+        '200': {
+          description: 'recorded: `first` is false for a repeat, which changed nothing',
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                properties: { workflowId: { type: 'string' }, signal: { type: 'string' }, first: { type: 'boolean' }, links: { type: 'object' } },
+                required: ['workflowId', 'signal', 'first'],
+              },
+            },
+          },
+        },
+        '404': problemResponse("no saga of the caller's with this id"),
+        '409': problemResponse('the saga waits for no such signal, its wait timed out, or it has ended: nothing was recorded'),
+        ...COMMON_ERRORS,
+      },
+    },
+  };
   const health = (what: string) => ({ get: { summary: what, security: [], responses: { '200': { description: 'yes' }, '503': problemResponse('no') } } });
   paths['/livez'] = health('the process serves requests');
   paths['/readyz'] = health('Redis, PostgreSQL and Temporal are reachable');

@@ -20,6 +20,7 @@ export const ProblemType = {
   SAGA_NOT_FOUND: '/problems/saga-not-found',
   SAGA_ENDED: '/problems/saga-ended',
   NOT_NEEDING_ATTENTION: '/problems/not-needing-attention',
+  NOT_WAITING: '/problems/not-waiting',
   UNAVAILABLE: '/problems/unavailable',
   DEADLINE_EXCEEDED: '/problems/deadline-exceeded',
   GENERIC: 'about:blank',
@@ -48,6 +49,7 @@ const TITLES: Partial<Record<ProblemType, string>> = {
   [ProblemType.SAGA_NOT_FOUND]: 'No such saga',
   [ProblemType.SAGA_ENDED]: 'The saga has already ended',
   [ProblemType.NOT_NEEDING_ATTENTION]: 'The saga does not need attention',
+  [ProblemType.NOT_WAITING]: 'The saga does not wait for this signal',
   [ProblemType.UNAVAILABLE]: 'A backing service is unavailable',
   [ProblemType.DEADLINE_EXCEEDED]: 'The request deadline passed',
 };

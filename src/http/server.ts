@@ -22,6 +22,7 @@ export interface SagaBackend {
   status: SagaClient['status'];
   cancel: SagaClient['cancel'];
   redrive: SagaClient['redrive'];
+  signal: SagaClient['signal'];
   url: SagaClient['url'];
 }
 
@@ -328,6 +329,15 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
       const state = await options.client.redrive(id, { owner: httpOwner(request.apiClient) });
       // Ended by this redrive, or waiting again (NEEDS_ATTENTION): the saga as it stands now.
       return sagaView(id, isTerminal(state.phase) ? 'COMPLETED' : 'RUNNING', state);
+    });
+  });
+
+  app.post<{ Params: { id: string; signal: string }; Body: unknown }>('/v1/sagas/:id/signals/:signal', { onRequest: authenticate }, async (request, reply) => {
+    const id = ownId(request, reply);
+    if (id === undefined) return reply;
+    return withinDeadline(reply, async () => {
+      const receipt = await options.client.signal(id, request.params.signal, request.body ?? undefined, { owner: httpOwner(request.apiClient) });
+      return { workflowId: id, ...receipt, links: links(id) };
     });
   });
 

@@ -38,7 +38,7 @@ export {
   type EntityContext,
 } from '../sagas';
 export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult, type ReleaseResult, type FencedTableOptions, type LegacyRows } from '../db/fenced-table';
-export { SagaClient, SagaEndedError, SettleError, RedriveError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
+export { SagaClient, SagaEndedError, SettleError, RedriveError, SignalError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
 export {
   SagaOutcome,
@@ -52,6 +52,8 @@ export {
   type SagaEnd,
   type SagaError,
   type SagaStepPlan,
+  type SagaWait,
+  type SagaSignalReceipt,
   type StepRetryPolicy,
   DEFAULT_COMPENSATION_ATTEMPTS,
   DEFAULT_COMPENSATION_RETRY,

@@ -90,13 +90,16 @@ function checkDeclaration(def: SagaType<unknown>): void {
     }
     previousGroup = group;
   }
-  for (const { step, compensation } of def.steps) {
+  for (const plan of def.steps) {
+    const { step, compensation } = plan;
     for (const name of compensation ? [step, compensation] : [step]) {
       if (!STEP_NAME_PATTERN.test(name)) throw new SagaDeclarationError(type, `step name ${JSON.stringify(name)} must be letters, digits, _ and - (at most 64)`);
       if (named.has(name)) throw new SagaDeclarationError(type, `step name "${name}" is used twice`);
       named.add(name);
+      if (plan.wait !== undefined) continue;
       if (!Object.hasOwn(def.handlers, name)) throw new SagaDeclarationError(type, `no handler for "${name}"`);
     }
+    if (plan.wait !== undefined) checkWait(def, plan, type);
   }
   for (const plan of def.steps) {
     checkRetries(plan, type);
@@ -120,6 +123,33 @@ function checkDeclaration(def: SagaType<unknown>): void {
   }
   const unused = Object.keys(def.handlers).filter((h) => !named.has(h));
   if (unused.length > 0) throw new SagaDeclarationError(type, `handler${unused.length > 1 ? 's' : ''} ${unused.map((h) => `"${h}"`).join(', ')} not named by any step (one kept for running sagas goes in retiredHandlers)`);
+}
+
+const WAIT_FIELDS = ['signal', 'timeoutMs', 'onTimeout'];
+
+/** A wait: in a creation only, alone (no handler, compensation, group or retry), with a well-formed signal and timeout. */
+function checkWait(def: SagaType<unknown>, plan: SagaStepPlan, type: string): void {
+  const { step, wait } = plan;
+  const at = `wait "${step}"`;
+  if (isEntityOperation(def)) throw new SagaDeclarationError(type, `${at}: an operation cannot wait (its entity's lock would be held, extended, for the whole wait)`);
+  if (typeof wait !== 'object' || wait === null || Array.isArray(wait)) throw new SagaDeclarationError(type, `${at}: wait must be an object { ${WAIT_FIELDS.join(', ')} }`);
+  const unknown = Object.keys(wait).filter((k) => !WAIT_FIELDS.includes(k));
+  if (unknown.length > 0) throw new SagaDeclarationError(type, `${at}: unknown field ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a wait has ${WAIT_FIELDS.join(', ')})`);
+  const extra = (['compensation', 'group', 'retry', 'compensationRetry', 'undoRefused'] as const).filter((k) => plan[k] !== undefined);
+  if (extra.length > 0) throw new SagaDeclarationError(type, `${at}: a wait has no ${extra.join(', ')}`);
+  if (Object.hasOwn(def.handlers, step)) throw new SagaDeclarationError(type, `${at}: a wait has no handler (remove handlers.${step})`);
+  if (wait.signal !== undefined && !(typeof wait.signal === 'string' && STEP_NAME_PATTERN.test(wait.signal))) {
+    throw new SagaDeclarationError(type, `${at}: signal ${JSON.stringify(wait.signal)} must be letters, digits, _ and - (at most 64)`);
+  }
+  if (!(Number.isSafeInteger(wait.timeoutMs) && wait.timeoutMs >= 1 && wait.timeoutMs <= MAX_DEADLINE_MS)) {
+    throw new SagaDeclarationError(type, `${at}: timeoutMs must be a whole number of ms from 1 to ${MAX_DEADLINE_MS} (30 days)`);
+  }
+  if (wait.onTimeout !== undefined) {
+    if (wait.onTimeout !== 'compensate' && wait.onTimeout !== 'continue') throw new SagaDeclarationError(type, `${at}: onTimeout must be 'compensate' or 'continue'`);
+    if (wait.signal === undefined) throw new SagaDeclarationError(type, `${at}: onTimeout without a signal (a timer always goes on)`);
+  }
+  const others = def.steps.filter((s) => s !== plan && s.wait?.signal !== undefined && s.wait.signal === wait.signal);
+  if (others.length > 0) throw new SagaDeclarationError(type, `${at}: signal "${wait.signal}" is waited for twice (a signal is received once)`);
 }
 
 const RETRY_FIELDS = ['maximumAttempts', 'totalMs', 'initialIntervalMs', 'backoffCoefficient', 'maximumIntervalMs', 'nonRetryableErrorTypes'] as const;

@@ -15,6 +15,8 @@ export const SagaPhase = {
    * for its type's `attentionMs`; then it ends COMPENSATION_FAILED.
    */
   NEEDS_ATTENTION: 'NEEDS_ATTENTION',
+  /** At a wait of its plan: for a signal or a timer (see `SagaStepPlan.wait`), holding its entity. */
+  WAITING: 'WAITING',
   COMPLETED: 'COMPLETED',
   REJECTED: 'REJECTED',
   COMPENSATED: 'COMPENSATED',
@@ -84,6 +86,10 @@ export const ErrorType = {
   DEADLINE_EXCEEDED: 'DEADLINE_EXCEEDED',
   /** A redrive of a saga that is not waiting in NEEDS_ATTENTION (compensating, running, or ended). */
   NOT_NEEDING_ATTENTION: 'NOT_NEEDING_ATTENTION',
+  /** A signal's wait passed its timeout: the saga compensates (a hold that expired). */
+  WAIT_TIMED_OUT: 'WAIT_TIMED_OUT',
+  /** A signal the saga does not wait for (its plan has no such wait, the wait timed out, or the saga ended). */
+  NOT_WAITING: 'NOT_WAITING',
   /** A saga's input reached Temporal unencrypted (a plain client without the codec): its execution was deleted. */
   UNENCRYPTED_INPUT: 'UNENCRYPTED_INPUT',
 } as const;
@@ -132,6 +138,36 @@ export interface SagaStepPlan {
    * nothing, so only the steps before it are undone. Only for a step with a compensation. @default true
    */
   undoRefused?: boolean;
+  /**
+   * Makes this entry a **wait**, not a step: the saga waits, with no activity, no worker slot and no
+   * lease kept, for the signal `wait.signal` (sent by its entity's owner: `SagaClient.signal`, `saga
+   * signal`, HTTP) or, without one, for `wait.timeoutMs` to pass (a timer). A wait has no handler,
+   * compensation, group or retry. The steps after it find what it ended with in their results, under
+   * its name: `{ signal, payload }` (the first one sent), `{ timedOut: true }` (a signal's timeout,
+   * with `onTimeout: 'continue'`) or `{ elapsed: true }` (a timer). Only in a type that creates an entity.
+   */
+  wait?: SagaWait;
+}
+
+/** A wait of a saga's plan (see {@link SagaStepPlan.wait}). */
+export interface SagaWait {
+  /** The signal's name (letters, digits, _ and -; at most 64). Absent: a timer that ends after `timeoutMs`. */
+  signal?: string;
+  /** How long the saga waits, in ms (at most 30 days, and never past its deadline: that ends it EXPIRED). */
+  timeoutMs: number;
+  /**
+   * What a signal's timeout does: `compensate`, the saga compensates what it did (reason
+   * WAIT_TIMED_OUT: a hold that expires); `continue`, it goes on to the next step, which finds
+   * `{ timedOut: true }`. @default 'compensate'
+   */
+  onTimeout?: 'compensate' | 'continue';
+}
+
+/** What a saga answers a signal with (see `SagaClient.signal`). */
+export interface SagaSignalReceipt {
+  signal: string;
+  /** False when the same signal was received before: the first one's payload stands, this one changed nothing. */
+  first: boolean;
 }
 
 /**
@@ -395,7 +431,8 @@ export function stepsUndoneBy(plan: { readonly steps: readonly SagaStepPlan[] },
 
 /** The names of the steps and compensations of a plan, each once, in order. */
 export function stepNamesOf(plan: Pick<SagaInput, 'steps'>): string[] {
-  return [...new Set(plan.steps.flatMap((s) => (s.compensation ? [s.step, s.compensation] : [s.step])))];
+  // A wait has no handler.
+  return [...new Set(plan.steps.flatMap((s) => (s.wait ? [] : s.compensation ? [s.step, s.compensation] : [s.step])))];
 }
 
 /** An error the saga recorded (never swallowed). */
@@ -435,6 +472,8 @@ export interface SagaState {
    * since when and until when it waits (ISO 8601, workflow time), and how many redrives it took.
    */
   attention?: SagaAttention;
+  /** Set while the saga is at a wait of its plan: which, for what signal (none: a timer), until when (ISO 8601, workflow time). */
+  waiting?: { step: string; signal?: string; until: string };
 }
 
 /** What a saga that needs an operator waits for (see {@link SagaState.attention}). */

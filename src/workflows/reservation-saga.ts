@@ -17,6 +17,7 @@ import {
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -33,6 +34,8 @@ import {
   SagaPhase,
   redriveUpdate,
   reservationUpdate,
+  signalUpdate,
+  isTerminal,
   retryOptionsOf,
   stateQuery,
   stepNamesOf,
@@ -42,6 +45,7 @@ import {
   type SagaMemo,
   type SagaPlan,
   type SagaStepPlan,
+  type SagaWait,
   type SagaStart,
   type SagaState,
 } from '../shared';
@@ -358,8 +362,22 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
   let reservationFailed: string | undefined;
   const { reject } = lifecycle(state, has);
   const redrives: Redrives = { asked: 0, answered: 0, waitEnded: false };
+  const signals: Signals = { received: new Map(), timedOut: new Set() };
 
   setHandler(stateQuery, () => state);
+  setHandler(
+    signalUpdate,
+    async ({ signal, payload }) => {
+      // Sent before the plan was known: judged by it once it is.
+      await condition(() => known.plan !== undefined || isTerminal(state.phase));
+      refuseSignal(signal, known.plan, state, signals);
+      const first = !signals.received.has(signal);
+      if (first) signals.received.set(signal, payload ?? null);
+      return { signal, first };
+    },
+    // Refused before anything is recorded: a repeat is accepted (and changes nothing).
+    { validator: (request: { signal: string; payload?: unknown }) => refuseSignal(request?.signal, known.plan, state, signals) },
+  );
   setHandler(
     redriveUpdate,
     async () => {
@@ -479,7 +497,54 @@ async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan 
   if (state.reservation.status !== 'SUCCESS') return reject(state.reservation.status);
   // Only plans of entity operation types carry `operation`: no earlier saga takes this branch.
   if (planned.operation) return runOperation(planned, planned.operation.entityId, state.reservation.fencingToken, state, redrives, has);
-  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives, has });
+  return runReserved(planned, planned.sessionId, state.reservation.fencingToken, state, { searchableRegistered: false, redrives, has, signals });
+}
+
+/** The signals a saga received, by name (the first payload of each), and the waits that timed out. */
+interface Signals {
+  received: Map<string, unknown>;
+  timedOut: Set<string>;
+}
+
+/**
+ * Throws NOT_WAITING for a signal the saga does not take: once it has ended, or its plan (when
+ * known) has no wait for it, or that wait timed out. A repeat of one received is taken.
+ */
+function refuseSignal(signal: unknown, plan: SagaPlan | undefined, state: SagaState, signals: Signals): asserts signal is string {
+  const { workflowId } = workflowInfo();
+  const notWaiting = (why: string) => ApplicationFailure.nonRetryable(`saga ${workflowId} ${why}`, ErrorType.NOT_WAITING);
+  // From a plain Temporal client, the update's argument is whatever it sent.
+  if (typeof signal !== 'string') throw notWaiting('takes a signal as { signal: <name>, payload? }');
+  if (isTerminal(state.phase)) throw notWaiting(`has ended (${state.phase}): it waits for no signal`);
+  if (plan && !plan.steps.some((s) => s.wait?.signal === signal)) throw notWaiting(`waits for no signal ${JSON.stringify(signal)}`);
+  if (signals.timedOut.has(signal)) throw notWaiting(`no longer waits for ${JSON.stringify(signal)}: its wait timed out`);
+}
+
+/**
+ * The wait `step` of a plan: until its signal comes (or came already) or its timeout passes, never
+ * past the saga's deadline. No activity runs meanwhile. Answers what the steps after it find under
+ * its name; a signal's timeout throws WAIT_TIMED_OUT (the saga compensates) unless it continues.
+ */
+async function waitFor(step: string, wait: SagaWait, deadline: number | undefined, state: SagaState, signals: Signals, enter: (phase: SagaPhase) => void): Promise<unknown> {
+  const now = Date.now();
+  const ends = now + wait.timeoutMs;
+  const cut = deadline !== undefined && deadline < ends;
+  const until = cut ? deadline : ends;
+  state.waiting = { step, ...(wait.signal === undefined ? {} : { signal: wait.signal }), until: new Date(until).toISOString() };
+  enter(SagaPhase.WAITING);
+  const { signal } = wait;
+  const came = signal === undefined ? (await sleep(until - now), false) : await condition(() => signals.received.has(signal), until - now);
+  delete state.waiting;
+  if (signal !== undefined && came) {
+    enter(SagaPhase.RUNNING_STEPS);
+    return { signal, payload: signals.received.get(signal) };
+  }
+  if (signal !== undefined) signals.timedOut.add(signal);
+  if (cut) throw deadlineExceeded(deadline, `the end of wait ${step}`);
+  enter(SagaPhase.RUNNING_STEPS);
+  if (signal === undefined) return { elapsed: true };
+  if (wait.onTimeout === 'continue') return { timedOut: true };
+  throw ApplicationFailure.create({ type: ErrorType.WAIT_TIMED_OUT, message: `wait ${step}: no ${signal} within ${wait.timeoutMs} ms`, nonRetryable: true });
 }
 
 /** The activities of an entity operation. */
@@ -674,7 +739,7 @@ async function runReserved(
   sessionId: string,
   fencingToken: string,
   state: SagaState,
-  options: { searchableRegistered: boolean; redrives?: Redrives; has: Patched },
+  options: { searchableRegistered: boolean; redrives?: Redrives; has: Patched; signals?: Signals },
 ): Promise<SagaState> {
   const { workflowId } = workflowInfo();
   const act = activities(input);
@@ -732,6 +797,13 @@ async function runReserved(
     const created = () => ({ entityId: written.entityId, results: { ...results } });
     for (const batch of stepBatches(input.steps)) {
       if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${batch.map((s) => s.step).join(', ')}`);
+      // Only plans with waits take this branch, and no plan of an earlier version has one.
+      const { wait, step: waitStep } = batch[0]!;
+      if (wait !== undefined) {
+        results[waitStep] = await waitFor(waitStep, wait, deadline, state, options.signals ?? { received: new Map(), timedOut: new Set() }, enter);
+        state.stepsDone.push(waitStep);
+        continue;
+      }
       // A group's compensations are all registered before any of its steps starts. A step without
       // one (plans of earlier versions have none such) cannot be undone.
       for (const { compensation } of batch) {

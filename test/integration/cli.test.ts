@@ -110,6 +110,19 @@ describe('saga CLI', () => {
     expect(both.code).toBe(EXIT.USAGE);
   });
 
+  it('signal refuses, exit 1 and recording nothing, a saga that waits for no such signal, and a malformed payload', async () => {
+    const running = await h.client.start('order', order({ simulate: { stepDelayMs: 3000 } }));
+    await eventually(() => h.client.status(running.workflowId), (s) => s.state.phase === 'RUNNING_STEPS', 'the saga to run its steps');
+
+    const refused = await saga(['signal', running.workflowId, 'payment-confirmed', '--data', '{"paymentId":"p-1"}']);
+    const malformed = await saga(['signal', running.workflowId, 'payment-confirmed', '--data', '{not json']);
+
+    expect(refused.code).toBe(EXIT.ERROR);
+    expect(refused.stderr.trim()).toBe(`saga: saga ${running.workflowId} waits for no signal "payment-confirmed"`);
+    expect(malformed.code).toBe(EXIT.USAGE);
+    expect((await h.client.result(running.workflowId)).outcome).toBe('COMPLETED');
+  });
+
   it('redrive of a cancelled saga answers how it ended (exit 5 for COMPENSATED, as result), whether it was cancelled while it waited or its cancellation made it compensate', async () => {
     stock.down = true;
     // Short of stock after its charge: it compensates, and waits for the stock service.

@@ -563,6 +563,7 @@ describe('documents and probes', () => {
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
       redrive: client.redrive.bind(client),
+      signal: client.signal.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: stuck, requestTimeoutMs: 200 }));
@@ -590,6 +591,7 @@ describe('shutdown', () => {
       status: client.status.bind(client),
       cancel: client.cancel.bind(client),
       redrive: client.redrive.bind(client),
+      signal: client.signal.bind(client),
       url: client.url.bind(client),
     };
     const app = createSagaServer(serverOptions({ client: slow }));

@@ -77,6 +77,11 @@ describe('recorded saga histories', () => {
         // recorded before that patch, its redrive failed with the cancellation while the round ran.
         'gate-cancelled-redriven',
         'pre-redrive-of-cancelled-gate-cancelled-redriven',
+        // A seat held until its payment's signal (an update, during the wait's timer); one whose hold
+        // expired unpaid (WAIT_TIMED_OUT, compensated); one that waited on a timer.
+        'gate-wait-signalled',
+        'gate-wait-expired',
+        'gate-wait-timer',
         // An operation that releases its entity (a loan returned): its steps, then releaseEntity.
         'operation-release-completed',
         // An amendment whose refund failed: it waited holding the order's lock, and was redriven.
