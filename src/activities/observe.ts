@@ -181,6 +181,13 @@ export function sagaEventSinks(types: SagaTypes, metrics?: SagaMetrics, first?: 
         },
         callDuringReplay: false,
       },
+      wait: {
+        fn: async (info, event) => {
+          if (first && !(await first(`${info.runId}:wait:${event.step}:${event.event}`))) return;
+          metrics?.sagaWait(event.type, event.event);
+        },
+        callDuringReplay: false,
+      },
     },
   };
 }

@@ -26,6 +26,9 @@ export type RepairOutcome = 'marked' | 'freed';
 export type SagaEnd = 'COMPLETED' | 'REJECTED' | 'COMPENSATED' | 'COMPENSATION_FAILED' | 'EXPIRED' | 'FAILED';
 
 const SAGA_ENDS: ReadonlySet<string> = new Set<SagaEnd>(['COMPLETED', 'REJECTED', 'COMPENSATED', 'COMPENSATION_FAILED', 'EXPIRED', 'FAILED']);
+
+/** The events of a wait (see SagaWaitEventKind): a label outside them is counted as `unknown`. */
+const WAIT_EVENTS: ReadonlySet<string> = new Set(['started', 'signalled', 'timed_out', 'elapsed', 'cancelled']);
 const ANSWERS: ReadonlySet<string> = new Set(['SUCCESS', 'DUPLICATE', 'CONFLICT']);
 /** The activities that write fenced rows (the only ones a FENCED_OUT refusal comes from). */
 const FENCED_ACTIVITIES: ReadonlySet<string> = new Set(['writeEntity', 'finalizeEntity', 'completeEntity', 'undoEntity']);
@@ -63,6 +66,7 @@ export class SagaMetrics {
   readonly #compensations: Counter<'saga_type' | 'compensation' | 'outcome'>;
   readonly #ended: Counter<'saga_type' | 'outcome'>;
   readonly #attention: Counter<'saga_type'>;
+  readonly #waits: Counter<'saga_type' | 'outcome'>;
 
   constructor(options: SagaMetricsOptions) {
     this.registry = options.registry ?? new Registry();
@@ -142,6 +146,12 @@ export class SagaMetrics {
       labelNames: ['saga_type'],
       registers,
     });
+    this.#waits = new Counter({
+      name: 'saga_waits_total',
+      help: 'Waits of sagas\' plans (a signal or a timer), by saga type and outcome: started as each began, then signalled, timed_out, elapsed (a timer) or cancelled as it ended.',
+      labelNames: ['saga_type', 'outcome'],
+      registers,
+    });
   }
 
   /** The registered saga type of that name, else `unknown`. */
@@ -204,6 +214,11 @@ export class SagaMetrics {
   /** A `type` saga began to wait in NEEDS_ATTENTION. */
   sagaNeedsAttention(type: string): void {
     this.#attention.inc({ saga_type: this.sagaType(type) });
+  }
+
+  /** A wait of a `type` saga began or ended (`event`). */
+  sagaWait(type: string, event: string): void {
+    this.#waits.inc({ saga_type: this.sagaType(type), outcome: WAIT_EVENTS.has(event) ? event : UNKNOWN });
   }
 
   /** A `type` saga ended `outcome`. */

@@ -28,11 +28,25 @@ export interface SagaAttentionEvent {
   redrives: number;
 }
 
+/** How a wait of a saga's plan began or ended (see `SagaStepPlan.wait`). */
+export type SagaWaitEventKind = 'started' | 'signalled' | 'timed_out' | 'elapsed' | 'cancelled';
+
+/** A wait of a saga's plan that began or ended: the sagas waiting now are the started ones less the ended. */
+export interface SagaWaitEvent {
+  type: string;
+  intentKey: string;
+  /** The wait's name in the plan. */
+  step: string;
+  event: SagaWaitEventKind;
+}
+
 /** The sinks the worker registers for the saga interceptor and the saga. */
 export interface SagaEventSinks extends Sinks {
   sagaEvents: {
     ended(event: SagaEndEvent): void;
     /** Told by the saga itself each time it begins to wait in NEEDS_ATTENTION. */
     attention(event: SagaAttentionEvent): void;
+    /** Told by the saga itself as each wait of its plan begins and ends. */
+    wait(event: SagaWaitEvent): void;
   };
 }

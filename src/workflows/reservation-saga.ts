@@ -46,6 +46,7 @@ import {
   type SagaPlan,
   type SagaStepPlan,
   type SagaWait,
+  type SagaWaitEventKind,
   type SagaStart,
   type SagaState,
 } from '../shared';
@@ -525,16 +526,32 @@ function refuseSignal(signal: unknown, plan: SagaPlan | undefined, state: SagaSt
  * past the saga's deadline. No activity runs meanwhile. Answers what the steps after it find under
  * its name; a signal's timeout throws WAIT_TIMED_OUT (the saga compensates) unless it continues.
  */
-async function waitFor(step: string, wait: SagaWait, deadline: number | undefined, state: SagaState, signals: Signals, enter: (phase: SagaPhase) => void): Promise<unknown> {
+async function waitFor(
+  step: string,
+  wait: SagaWait,
+  deadline: number | undefined,
+  state: SagaState,
+  signals: Signals,
+  enter: (phase: SagaPhase) => void,
+  told: (event: SagaWaitEventKind) => void,
+): Promise<unknown> {
   const now = Date.now();
   const ends = now + wait.timeoutMs;
   const cut = deadline !== undefined && deadline < ends;
   const until = cut ? deadline : ends;
   state.waiting = { step, ...(wait.signal === undefined ? {} : { signal: wait.signal }), until: new Date(until).toISOString() };
   enter(SagaPhase.WAITING);
+  told('started');
   const { signal } = wait;
-  const came = signal === undefined ? (await sleep(until - now), false) : await condition(() => signals.received.has(signal), until - now);
+  let came: boolean;
+  try {
+    came = signal === undefined ? (await sleep(until - now), false) : await condition(() => signals.received.has(signal), until - now);
+  } catch (err) {
+    if (isCancellation(err)) told('cancelled');
+    throw err;
+  }
   delete state.waiting;
+  told(signal === undefined ? 'elapsed' : came ? 'signalled' : 'timed_out');
   if (signal !== undefined && came) {
     enter(SagaPhase.RUNNING_STEPS);
     return { signal, payload: signals.received.get(signal) };
@@ -800,7 +817,8 @@ async function runReserved(
       // Only plans with waits take this branch, and no plan of an earlier version has one.
       const { wait, step: waitStep } = batch[0]!;
       if (wait !== undefined) {
-        results[waitStep] = await waitFor(waitStep, wait, deadline, state, options.signals ?? { received: new Map(), timedOut: new Set() }, enter);
+        const told = (event: SagaWaitEventKind) => sagaEvents.wait({ type: input.type, intentKey: input.intentKey, step: waitStep, event });
+        results[waitStep] = await waitFor(waitStep, wait, deadline, state, options.signals ?? { received: new Map(), timedOut: new Set() }, enter, told);
         state.stepsDone.push(waitStep);
         continue;
       }

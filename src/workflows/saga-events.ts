@@ -19,4 +19,7 @@ export const sagaEvents: SagaEventSinks['sagaEvents'] = {
   attention: (event) => {
     if (!workflowInfo().unsafe.isReplaying) sinks.attention(event);
   },
+  wait: (event) => {
+    if (!workflowInfo().unsafe.isReplaying) sinks.wait(event);
+  },
 };

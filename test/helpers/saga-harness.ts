@@ -182,7 +182,10 @@ export function rowIdOf(entityId: string, table = 'orders'): string {
  * Runs an in-process worker of `sagas` under `config` (with `workerOptions`, if given) until `fn`
  * resolves, then stops it; what it opened is closed on every path, a worker that refuses to start included.
  */
-export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes; workerOptions?: StartWorkerOptions['workerOptions'] }, fn: () => Promise<T>): Promise<T> {
+export async function withWorker<T>(
+  worker: { config: Config; sagas: SagaTypes; workerOptions?: StartWorkerOptions['workerOptions']; metrics?: StartWorkerOptions['metrics'] },
+  fn: () => Promise<T>,
+): Promise<T> {
   const connection = await NativeConnection.connect({ address: worker.config.temporal.address });
   try {
     const app = await createWorker({
@@ -191,6 +194,7 @@ export async function withWorker<T>(worker: { config: Config; sagas: SagaTypes; 
       connection,
       workflowBundle: { codePath: inject('workflowBundlePath') },
       ...(worker.workerOptions ? { workerOptions: worker.workerOptions } : {}),
+      ...(worker.metrics ? { metrics: worker.metrics } : {}),
     });
     try {
       return await app.worker.runUntil(fn);

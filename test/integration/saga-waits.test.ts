@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { SignalError } from '../../src/client';
 import { createPool } from '../../src/db';
 import { createSagaServer } from '../../src/http';
+import { SagaMetrics } from '../../src/metrics';
 import { fencedTableSql } from '../../src/db/fenced-schema';
 import { defineSaga, fencedTable, SagaDeclarationError, sagaTypesOf, type SagaTypes, type StepHandler } from '../../src/sagas';
 import { testConfig } from '../helpers/context';
@@ -74,7 +75,16 @@ async function ledgerOf(sagaKey: string): Promise<{ what: string; seen: Record<s
 const seat = () => `seat-${randomUUID()}`;
 
 /** A worker of this file's types, until `fn` resolves (each test runs its own). */
-const run = <T>(fn: () => Promise<T>): Promise<T> => withWorker({ config: h.config, sagas: types }, fn);
+const run = <T>(fn: () => Promise<T>): Promise<T> => withWorker({ config: h.config, sagas: types, metrics }, fn);
+
+/** The workers' metrics: every worker of this file counts into them. */
+const metrics = new SagaMetrics({ types });
+
+/** `saga_waits_total` by `<saga type>/<event>`. */
+async function waitCounts(): Promise<Record<string, number>> {
+  const { values } = await metrics.registry.getSingleMetric('saga_waits_total')!.get();
+  return Object.fromEntries(values.map((v) => [`${String(v.labels.saga_type)}/${String(v.labels.outcome)}`, v.value]));
+}
 
 describe('a saga that waits for a signal', () => {
   it('waits holding its entity, with no lease kept, and goes on with the first signal it gets; a repeat changes nothing', () => run(async () => {
@@ -164,6 +174,21 @@ describe('a saga that waits for a signal', () => {
 
     expect(final.outcome).toBe('COMPLETED');
   });
+});
+
+describe('the waits metric', () => {
+  it('counts each wait as it begins and as it ends, by how', () => run(async () => {
+    const before = await waitCounts();
+    const paid = await h.client.start('seat-hold', { seat: seat() });
+    const unpaid = await h.client.start('seat-hold', { seat: seat() });
+    await eventually(() => h.client.status(paid.workflowId), (s) => s.state.phase === 'WAITING', 'the saga to wait');
+    await h.client.signal(paid.workflowId, 'payment-confirmed');
+    await Promise.all([h.client.result(paid.workflowId), h.client.result(unpaid.workflowId)]);
+
+    const after = await waitCounts();
+    const delta = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    expect([delta('seat-hold/started'), delta('seat-hold/signalled'), delta('seat-hold/timed_out')]).toEqual([2, 1, 1]);
+  }));
 });
 
 describe('a signal over HTTP', () => {
