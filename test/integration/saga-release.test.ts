@@ -12,6 +12,7 @@ import { createPool } from '../../src/db';
 import { fencedTableSql } from '../../src/db/fenced-schema';
 import { defineOperation, defineSaga, ENTITY_ID_PATTERN, fencedTable, SagaInputError, sagaTypesOf, type SagaTypes, type StepHandler } from '../../src/sagas';
 import { testConfig } from '../helpers/context';
+import { wipeKeys } from '../helpers/redis-backends';
 import { startHarness, type SagaHarness } from '../helpers/saga-harness';
 
 const schema = `release_${randomBytes(4).toString('hex')}`;
@@ -164,8 +165,7 @@ describe('a released entity', () => {
     const first = await lend({ copy: c, borrower: 'ada' }, firstKey);
     await giveBack(first.final!.entityId!);
     // Every key of this harness's prefix gone: markers, tombstones, ended records.
-    const keys = await h.redis.keys(`${h.config.redis.keyPrefix}*`);
-    if (keys.length > 0) await h.redis.del(...keys);
+    await wipeKeys(h.redis, h.config.redis.keyPrefix);
 
     const firstAgain = await lend({ copy: c, borrower: 'ada' }, firstKey);
     const second = await lend({ copy: c, borrower: 'bob' });
