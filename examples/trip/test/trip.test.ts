@@ -252,9 +252,12 @@ void describe('the trip app', () => {
 
   void it('cancels a booked trip with trip-cancel: room and seat released, the card refunded, the trip released and bookable again', TIMEOUT, async () => {
     const place = await newPlaces();
-    const booked = await client.start('trip', tripTo(place), { idempotencyKey: `t-${randomUUID()}` });
+    const trip = tripTo(place);
+    const booked = await client.start('trip', trip, { idempotencyKey: `t-${randomUUID()}` });
     const { outcome, entityId } = await client.result(booked.workflowId);
     assert.equal(outcome, 'COMPLETED');
+    // Booked: the same trip asked again is a duplicate.
+    assert.equal((await client.start('trip', trip, { idempotencyKey: `t-${randomUUID()}` })).reservation.status, 'DUPLICATE');
 
     const cancel = await client.start('trip-cancel', { trip: entityId }, { idempotencyKey: `c-${randomUUID()}` });
     assert.equal(cancel.reservation.status, 'SUCCESS');
@@ -276,7 +279,7 @@ void describe('the trip app', () => {
     assert.equal((await charge(booked.workflowId))?.refunded_by, cancel.workflowId);
 
     // The same trip booked again is a new trip, not a duplicate of the cancelled one.
-    const again = await client.start('trip', tripTo(place), { idempotencyKey: `t-${randomUUID()}` });
+    const again = await client.start('trip', trip, { idempotencyKey: `t-${randomUUID()}` });
     assert.equal(again.reservation.status, 'SUCCESS');
     const rebooked = await client.result(again.workflowId);
     assert.equal(rebooked.outcome, 'COMPLETED');
