@@ -837,17 +837,34 @@ export class SagaClient<S extends SagaList = SagaList> {
    * there is no such saga (of the scope's owner).
    */
   async redrive(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {
-    const owner = this.#scope(options);
-    const [client, { redriveUpdate }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
-    const handle = client.workflow.getHandle(workflowId);
-    const { status } = await ownedDescription(handle, owner);
-    if (status.name !== 'RUNNING') throw new RedriveError(workflowId, `saga ${workflowId} has ended (${status.name}): there is nothing to redrive`);
+    const { redriveUpdate } = await temporalDefinitions();
+    return this.#updateRunning(workflowId, options, (handle) => handle.executeUpdate(redriveUpdate), {
+      refusal: ErrorType.NOT_NEEDING_ATTENTION,
+      refused: (message) => new RedriveError(workflowId, message),
+      ended: (status) => `saga ${workflowId} has ended (${status}): there is nothing to redrive`,
+    });
+  }
+
+  /**
+   * Sends an update to the running saga `workflowId` of the call's owner scope: a saga that has ended
+   * is refused with `how.refused(how.ended(status))` before anything is sent, and the update's own
+   * refusal (an ApplicationFailure of type `how.refusal`) becomes `how.refused(its message)`.
+   */
+  async #updateRunning<R>(
+    workflowId: string,
+    options: OwnerScope,
+    update: (handle: WorkflowHandle) => Promise<R>,
+    how: { refusal: string; refused: (message: string) => Error; ended: (status: string) => string },
+  ): Promise<R> {
+    const handle = (await this.#temporalClient()).workflow.getHandle(workflowId);
+    const { status } = await ownedDescription(handle, this.#scope(options));
+    if (status.name !== 'RUNNING') throw how.refused(how.ended(status.name));
     try {
-      return await handle.executeUpdate(redriveUpdate);
+      return await update(handle);
     } catch (err) {
       const { WorkflowUpdateFailedError, ApplicationFailure } = await temporalClientLibrary();
       const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
-      if (cause instanceof ApplicationFailure && cause.type === ErrorType.NOT_NEEDING_ATTENTION) throw new RedriveError(workflowId, cause.message);
+      if (cause instanceof ApplicationFailure && cause.type === how.refusal) throw how.refused(cause.message);
       throw err;
     }
   }
@@ -869,19 +886,12 @@ export class SagaClient<S extends SagaList = SagaList> {
     }
     const size = payload === undefined ? 0 : Buffer.byteLength(JSON.stringify(payload) ?? '');
     if (size > MAX_PAYLOAD_BYTES) throw new SagaInputError(`signal payload is ${size} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted`, ErrorType.INVALID_INPUT);
-    const owner = this.#scope(options);
-    const [client, { signalUpdate }] = await Promise.all([this.#temporalClient(), temporalDefinitions()]);
-    const handle = client.workflow.getHandle(workflowId);
-    const { status } = await ownedDescription(handle, owner);
-    if (status.name !== 'RUNNING') throw new SignalError(workflowId, `saga ${workflowId} has ended (${status.name}): it waits for no signal`);
-    try {
-      return await handle.executeUpdate(signalUpdate, { args: [{ signal, ...(payload === undefined ? {} : { payload }) }] });
-    } catch (err) {
-      const { WorkflowUpdateFailedError, ApplicationFailure } = await temporalClientLibrary();
-      const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
-      if (cause instanceof ApplicationFailure && cause.type === ErrorType.NOT_WAITING) throw new SignalError(workflowId, cause.message);
-      throw err;
-    }
+    const { signalUpdate } = await temporalDefinitions();
+    return this.#updateRunning(workflowId, options, (handle) => handle.executeUpdate(signalUpdate, { args: [{ signal, ...(payload === undefined ? {} : { payload }) }] }), {
+      refusal: ErrorType.NOT_WAITING,
+      refused: (message) => new SignalError(workflowId, message),
+      ended: (status) => `saga ${workflowId} has ended (${status}): it waits for no signal`,
+    });
   }
 
   /**

@@ -8,8 +8,9 @@ import type { temporal } from '@temporalio/proto';
 import { isEncrypted } from '../codec/encryption-codec';
 import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import type { Pool, PoolClient } from 'pg';
-import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency, type ReleaseResult } from '../db';
+import { IdempotencyKeyTombstonedError, finishExternal, startExternal, tombstoneIdempotencyKey, withIdempotency } from '../db';
 import { recordEndedSession } from '../db/ended-sessions';
+import { inTransaction } from '../db/idempotency';
 import { DEFAULT_KEY_RETENTION_MS, entityOwnerOf, lockEntity, markEntityExists, recordSagaEnd, reserveIntent, undoEntity } from '../gate';
 import { confirmLease, withLease } from './lease';
 import type { SagaMetrics } from '../metrics';
@@ -428,22 +429,17 @@ export function createSagaActivities({
      */
     async releaseEntity(req: Owner & { entityId: string }): Promise<{ released: true }> {
       const { table } = definition(req.type);
-      const tx = await pool.connect();
-      let released: ReleaseResult;
-      let open = false;
-      try {
-        await tx.query('BEGIN');
-        open = true;
-        released = await table.release(tx, { id: req.entityId, fencingToken: req.fencingToken });
-        if (released.status === 'RELEASED' && isSessionId(released.sessionId)) {
-          await recordEndedSession(tx, { intentKey: released.intentKey, sessionTag: sessionTag(released.sessionId) });
-        }
-        await tx.query('COMMIT');
-        open = false;
-      } finally {
-        if (open) await tx.query('ROLLBACK').catch(() => undefined);
-        tx.release();
-      }
+      const released = await inTransaction(
+        pool,
+        async (tx) => {
+          const result = await table.release(tx, { id: req.entityId, fencingToken: req.fencingToken });
+          if (result.status === 'RELEASED' && isSessionId(result.sessionId)) {
+            await recordEndedSession(tx, { intentKey: result.intentKey, sessionTag: sessionTag(result.sessionId) });
+          }
+          return result;
+        },
+        'releaseEntity',
+      );
       if (released.status === 'FENCED_OUT') throw nonRetryable(ErrorType.FENCED_OUT, "releaseEntity: a newer holder of the entity's lock has claimed it");
       if (released.status !== 'RELEASED') {
         throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `releaseEntity: the entity is ${released.status === 'NOT_FOUND' ? 'gone' : `${released.from}, not COMPLETED`}`);

@@ -346,17 +346,20 @@ export async function purgeIdempotencyBatch(
   return deleted;
 }
 
-/** Runs `body` in a transaction on a client of its own; commits when it returns, rolls back when it throws. */
-async function inTransaction<R>(pool: pg.Pool, body: (tx: pg.PoolClient) => Promise<R>): Promise<R> {
+/**
+ * Runs `body` in a transaction on a client of its own; commits when it returns, rolls back when it
+ * throws. `operation` names the caller in a DbUnavailableError.
+ */
+export async function inTransaction<R>(pool: pg.Pool, body: (tx: pg.PoolClient) => Promise<R>, operation = 'withIdempotency'): Promise<R> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
   } catch (err) {
-    return translateDbError(err, 'withIdempotency');
+    return translateDbError(err, operation);
   }
   let broken = false;
   try {
-    await runQuery(client, 'withIdempotency', 'BEGIN', []);
+    await runQuery(client, operation, 'BEGIN', []);
     let result: R;
     try {
       result = await body(client);
@@ -364,7 +367,7 @@ async function inTransaction<R>(pool: pg.Pool, body: (tx: pg.PoolClient) => Prom
       broken = !(await rollbackQuietly(client));
       throw err;
     }
-    await runQuery(client, 'withIdempotency', 'COMMIT', []);
+    await runQuery(client, operation, 'COMMIT', []);
     return result;
   } catch (err) {
     if (err instanceof DbUnavailableError || isUnavailable(err)) broken = true;

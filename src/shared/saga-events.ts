@@ -31,7 +31,7 @@ export interface SagaAttentionEvent {
 /** How a wait of a saga's plan began or ended (see `SagaStepPlan.wait`). */
 export type SagaWaitEventKind = 'started' | 'signalled' | 'timed_out' | 'elapsed' | 'cancelled';
 
-/** A wait of a saga's plan that began or ended: the sagas waiting now are the started ones less the ended. */
+/** A wait of a saga's plan that began or ended (the sagas waiting now: the SagaPhase search attribute, WAITING). */
 export interface SagaWaitEvent {
   type: string;
   intentKey: string;
