@@ -5,7 +5,7 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { BenchActivities } from './activities';
 
-// The saga's activity options (src/workflows/reservation-saga.ts), so both pay the same per activity.
+// The saga's activity options (src/workflows/saga/proxies.ts), so both pay the same per activity.
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s' } as const;
 const { noop } = proxyActivities<BenchActivities>({ startToCloseTimeout: '10s', retry: { ...RETRY, maximumAttempts: 8 } });
 const local = proxyLocalActivities<BenchActivities>({ startToCloseTimeout: '10s', retry: { ...RETRY, maximumAttempts: 4 } });
