@@ -10,7 +10,7 @@ import type { Context } from '@temporalio/activity';
 import { Client } from '@temporalio/client';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import type { OpenTelemetryWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
-import { type InjectedSink, type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { IllegalStateError, type InjectedSink, type NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
 import type { Cluster, Redis } from 'ioredis';
 import type { Pool } from 'pg';
@@ -108,7 +108,23 @@ export interface AppWorker {
 }
 
 /**
+ * The Temporal runtime's log (the SDK's, the workflows' and the activities') as JSON lines of LOG_LEVEL
+ * and above, for a worker an app makes in a process of its own (its tests, a process that runs more):
+ * one line per entry, an error as its name and message. A runtime the process has already (one
+ * `runWorker` or the app installed, or one a connection made first) is kept as it is.
+ */
+function installRuntimeLog(level: Config['observability']['logLevel']): void {
+  try {
+    Runtime.install({ logger: jsonLogger(level) });
+  } catch (err) {
+    if (!(err instanceof IllegalStateError)) throw err;
+  }
+}
+
+/**
  * Creates the clients and the Worker. Run it with `worker.run()` or `worker.runUntil()`, then `close()`.
+ * The process's Temporal runtime logs JSON lines at LOG_LEVEL, unless the process installed its own
+ * runtime first (`Runtime.install`).
  * @throws ConfigError for a bad setting; SagaDeclarationError for a malformed saga type;
  *   FencedTableSchemaError when a saga type's table lacks a column it needs (named in the message).
  */
@@ -117,6 +133,7 @@ export async function createWorker(options: StartWorkerOptions): Promise<AppWork
   if (Object.keys(types).length === 0) throw new SagaDeclarationError('(none)', 'a worker needs saga types: pass the app\'s declarations as `sagas`');
   const config = options.config ?? loadConfig(process.env);
   const intentSecret = requireIntentSecret(config);
+  installRuntimeLog(config.observability.logLevel);
   const dataConverter = dataConverterOf(config);
   const redis = createRedis(config.redis);
   const pool = createPool(config.db);
