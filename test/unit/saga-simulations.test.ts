@@ -41,7 +41,7 @@ describe('the production order type', () => {
   it('is what the project ships, and what a config without SAGA_SIMULATIONS selects', () => {
     expect(sagaTypes.order!.schema).toBe(orderSaga.schema);
     // A worker's own (its payment steps call the config's provider), with the production schema.
-    expect(Object.keys(sagaTypesFor(loadConfig({})))).toEqual(['order', 'order-cancel', 'order-amend']);
+    expect(Object.keys(sagaTypesFor(loadConfig({})))).toEqual(['order', 'order-cancel', 'order-return', 'order-amend']);
     expect(sagaTypesFor(loadConfig({})).order!.schema).toBe(orderSaga.schema);
   });
 

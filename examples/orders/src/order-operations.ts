@@ -1,7 +1,7 @@
 /**
  * Operations on an existing order, each a saga type of its own under the order's lock (see
- * EntityOperation): `order-cancel` (release the stock, mark the order cancelled, refund its charge)
- * and `order-amend` (new quantities: charge the new total, move the stock, refund the previous
+ * EntityOperation): `order-cancel` (release the stock, mark the order cancelled, refund its charge),
+ * `order-return` (the same, then the order is released: its cart may be ordered again) and `order-amend` (new quantities: charge the new total, move the stock, refund the previous
  * charge). Both run one at a time per order, and never while the order's creating saga runs.
  *
  * Their steps are ordered so that a holder that lost the lock can never leave stock, payments and
@@ -126,8 +126,21 @@ async function refund(payments: PaymentProviderClient, ctx: ExternalStepContext<
   }
 }
 
-/** The `order-cancel` saga type: refunds through `payments`. */
-export function orderCancelSagaType(payments: PaymentProviderClient): EntityOperation<OrderCancelInput> {
+/** The `order-cancel` saga type: refunds through `payments`. A cancelled order stays, cancelled: its cart is never ordered again. */
+export function orderCancelSagaType(payments: PaymentProviderClient): EntityOperation<OrderCancelInput> & { readonly type: 'order-cancel' } {
+  return cancellation(payments, 'order-cancel', false);
+}
+
+/**
+ * The `order-return` saga type: cancels the order as `order-cancel` does (the stock given back, the
+ * charge refunded), then **releases** it: its row becomes RELEASED (kept) and its intent is free, so
+ * the customer may order the same cart again, as a new order.
+ */
+export function orderReturnSagaType(payments: PaymentProviderClient): EntityOperation<OrderCancelInput> & { readonly type: 'order-return' } {
+  return cancellation(payments, 'order-return', true);
+}
+
+function cancellation<const T extends string>(payments: PaymentProviderClient, type: T, releases: boolean): EntityOperation<OrderCancelInput> & { readonly type: T } {
   const cancelOrder: StepHandler<OrderCancelInput> = async (tx, ctx) => {
     const { entityId } = operationOf(ctx);
     const { terms, cancelled } = await orderRow(tx, entityId);
@@ -154,12 +167,13 @@ export function orderCancelSagaType(payments: PaymentProviderClient): EntityOper
     return refund(payments, ctx, cancelled.paymentKey);
   });
 
-  return defineOperation<OrderCancelInput>({
-    type: 'order-cancel',
+  return defineOperation({
+    type,
     scope: 'order',
     schema: cancelSchema,
     entity: (input) => input.order,
     table: ordersTable,
+    releases,
     steps: [
       { step: 'cancelOrder', compensation: 'reinstateOrder' },
       // No compensation: once the order is cancelled its charge is refunded, or the refusal undoes the cancellation.

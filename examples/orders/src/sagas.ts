@@ -1,12 +1,12 @@
 /**
  * The order app's saga types, what its worker runs and its clients accept: `order` (creates an
- * order: charge the card at the payment provider, reserve stock), `order-cancel` and `order-amend`
- * (operations on an order). The saga CLI loads this module (package.json's `reservation-saga.sagas`)
+ * order: charge the card at the payment provider, reserve stock), `order-cancel`, `order-return`
+ * (which frees the cart to be ordered again) and `order-amend` (operations on an order). The saga CLI loads this module (package.json's `reservation-saga.sagas`)
  * and calls `sagas(config)`.
  */
 import type { Config, SagaType } from 'reservation-saga';
 import { orderSagaType, orderSagaWithSimulationsType } from './order';
-import { orderAmendSagaType, orderAmendSagaWithSimulationsType, orderCancelSagaType } from './order-operations';
+import { orderAmendSagaType, orderAmendSagaWithSimulationsType, orderCancelSagaType, orderReturnSagaType } from './order-operations';
 import { PaymentProviderClient } from './provider/client';
 import { paymentProviderSettings } from './settings';
 
@@ -30,8 +30,8 @@ export function orderSagas(options: OrderSagaOptions = {}): SagaType[] {
   const { url, timeoutMs } = options.paymentProvider ?? paymentProviderSettings(process.env);
   const payments = new PaymentProviderClient({ baseUrl: url, timeoutMs });
   return options.simulations
-    ? [orderSagaWithSimulationsType(payments), orderCancelSagaType(payments), orderAmendSagaWithSimulationsType(payments)]
-    : [orderSagaType(payments), orderCancelSagaType(payments), orderAmendSagaType(payments)];
+    ? [orderSagaWithSimulationsType(payments), orderCancelSagaType(payments), orderReturnSagaType(payments), orderAmendSagaWithSimulationsType(payments)]
+    : [orderSagaType(payments), orderCancelSagaType(payments), orderReturnSagaType(payments), orderAmendSagaType(payments)];
 }
 
 /** The saga types under `config` (SAGA_SIMULATIONS turns the test knobs on): what the saga CLI and the worker load. */

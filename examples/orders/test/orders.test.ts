@@ -122,6 +122,26 @@ void describe('the order app', () => {
     const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1', [created.intentKey]);
     assert.deepEqual(rows, [{ cancelled: true }]);
   });
+
+  void it('returns a completed order with order-return: refunded, released, and the same cart ordered again as a new order', async () => {
+    const cart = order();
+    const created = await client.start('order', cart, { idempotencyKey: `o-${randomUUID()}` });
+    const { entityId } = await client.result(created.workflowId);
+
+    const returned = await client.start('order-return', { order: entityId }, { idempotencyKey: `r-${randomUUID()}` });
+    assert.equal((await client.result(returned.workflowId)).outcome, 'COMPLETED');
+
+    const again = await client.start('order', cart, { idempotencyKey: `o-${randomUUID()}` });
+    assert.equal(again.reservation.status, 'SUCCESS');
+    const reordered = await client.result(again.workflowId);
+    assert.equal(reordered.outcome, 'COMPLETED');
+    assert.notEqual(reordered.entityId, entityId);
+    const { rows } = await pool.query<{ status: string; cancelled: boolean }>('SELECT status, cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1 ORDER BY id', [created.intentKey]);
+    assert.deepEqual(rows, [
+      { status: 'RELEASED', cancelled: true },
+      { status: 'COMPLETED', cancelled: false },
+    ]);
+  });
 });
 
 void describe('the payment provider process', () => {
