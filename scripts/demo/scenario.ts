@@ -66,7 +66,7 @@ export interface ScenarioContext {
 }
 
 /** A gate answer and how long it took. */
-type Answered = StartedSaga & { answerMs: number };
+export type Answered = StartedSaga & { answerMs: number };
 
 /** A saga that waits for an operator (NEEDS_ATTENTION) has not ended, but stops where it is until one redrives it. */
 const settled = (state: SagaState) => isTerminal(state.phase) || state.phase === 'NEEDS_ATTENTION';
@@ -84,10 +84,10 @@ function cart(ctx: ScenarioContext, customer: string, overrides: Partial<Simulat
   };
 }
 
-const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
+export const key = (ctx: ScenarioContext, name: string) => `demo-${ctx.runId}-${name}`;
 
 /** One `SagaClient.start` of an order (or of another saga type), timed from the call to its answer. */
-async function send(ctx: ScenarioContext, data: unknown, idempotencyKey: string, type = 'order', deadlineMs?: number): Promise<Answered> {
+export async function send(ctx: ScenarioContext, data: unknown, idempotencyKey: string, type = 'order', deadlineMs?: number): Promise<Answered> {
   const before = performance.now();
   const s = await ctx.client.start(type, data, { idempotencyKey, ...(deadlineMs === undefined ? {} : { deadlineMs }) });
   return { ...s, answerMs: performance.now() - before };
@@ -100,7 +100,7 @@ function describeAnswer(r: ReservationAnswer): string {
 }
 
 /** The progress line of one answer. */
-function describe(s: Answered): string {
+export function describe(s: Answered): string {
   const what = s.started ? `saga ${s.workflowId}${s.outcome ? `, which already ended ${s.outcome}` : ''}` : `${REJECTED_AT_GATE}, no saga started`;
   return `answered in ${s.answerMs.toFixed(1)} ms: ${describeAnswer(s.reservation)}; ${what}`;
 }
@@ -109,7 +109,7 @@ function describe(s: Answered): string {
  * Prints the saga's phases as they change until it ends (polling the `state` query), calling `tick`
  * on each poll; resolves with its final state (or, with `until`, its state once that holds).
  */
-async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: SagaState) => Promise<void>, until = (state: SagaState) => isTerminal(state.phase)): Promise<SagaState> {
+export async function follow(ctx: ScenarioContext, workflowId: string, tick?: (state: SagaState) => Promise<void>, until = (state: SagaState) => isTerminal(state.phase)): Promise<SagaState> {
   let last = '';
   for (;;) {
     const { state } = await ctx.client.status(workflowId);
@@ -136,7 +136,7 @@ async function noSaga(ctx: ScenarioContext, workflowId: string): Promise<boolean
 }
 
 /** The row of a request that started (or joined) a saga, with the saga's final state. */
-function sagaRow(id: string, request: string, s: Answered, final: SagaState, expected: string, ok: boolean): DemoRow {
+export function sagaRow(id: string, request: string, s: Answered, final: SagaState, expected: string, ok: boolean): DemoRow {
   return {
     id,
     request,
@@ -160,7 +160,7 @@ function sagaRow(id: string, request: string, s: Answered, final: SagaState, exp
  * The row of a request the gate must reject with one of `statuses`: answered at once, no run, no
  * link, and no workflow in Temporal. Nothing is waited for.
  */
-async function rejectedRow(ctx: ScenarioContext, id: string, request: string, s: Answered, statuses: readonly string[], ok = true): Promise<DemoRow> {
+export async function rejectedRow(ctx: ScenarioContext, id: string, request: string, s: Answered, statuses: readonly string[], ok = true): Promise<DemoRow> {
   const rejected = statuses.includes(s.reservation.status) && !s.started && s.runId === undefined && s.url === undefined;
   return {
     id,
@@ -186,7 +186,7 @@ const tokenOf = (s: StartedSaga) => (s.reservation.status === 'SUCCESS' ? s.rese
 /** Scene 1: four concurrent submissions of one cart, then a fifth after the first saga ended. */
 async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ada');
-  ctx.say(`1/9  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
+  ctx.say(`1/10  Four submissions of one cart at once (customer ${data.customer}), each with its own idempotency key`);
   const answered = await Promise.all([1, 2, 3, 4].map((n) => send(ctx, data, key(ctx, `dup-${n}`))));
   answered.forEach((s, i) => ctx.say(`     dup-${i + 1}: ${describe(s)}`));
   const winners = answered.filter((s) => s.started);
@@ -212,7 +212,7 @@ async function duplicates(ctx: ScenarioContext): Promise<DemoRow[]> {
 async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'grace');
   const idempotencyKey = key(ctx, 'retry');
-  ctx.say(`2/9  A client sends one request three times with idempotency key ${idempotencyKey}`);
+  ctx.say(`2/10  A client sends one request three times with idempotency key ${idempotencyKey}`);
   const first = await send(ctx, data, idempotencyKey);
   ctx.say(`     call 1: ${describe(first)}`);
   const second = await send(ctx, data, idempotencyKey);
@@ -243,7 +243,7 @@ async function retry(ctx: ScenarioContext): Promise<DemoRow[]> {
 /** Scene 3: the card is declined: the saga compensates (no charge to refund; the row is undone). */
 async function declined(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'dan', { payment: { card: DECLINED_CARD } });
-  ctx.say(`3/9  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
+  ctx.say(`3/10  An order paid with card ${DECLINED_CARD}, which the example payment step declines`);
   const s = await send(ctx, data, key(ctx, 'declined'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -255,7 +255,7 @@ async function declined(ctx: ScenarioContext): Promise<DemoRow> {
 /** Scene 4: more rare coins than exist: the payment is refunded, the stock released, the row undone. */
 async function shortStock(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'eve', { items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
-  ctx.say('4/9  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
+  ctx.say('4/10  An order for 5 rare coins (the example stock holds 1): charged, then short of stock');
   const s = await send(ctx, data, key(ctx, 'short-stock'));
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -277,7 +277,7 @@ async function longWrite(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'frank', { simulate: { writeDelayMs } });
   const request = `long write (${writeDelayMs / 1000} s, lease ${ctx.leaseMs / 1000} s)`;
   const expected = 'COMPLETED, holding the lease past its first lease';
-  ctx.say(`5/9  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
+  ctx.say(`5/10  A write that takes ${writeDelayMs / 1000} s under a ${ctx.leaseMs / 1000} s lease; every heartbeat extends the lease`);
   const s = await send(ctx, data, key(ctx, 'long-write'));
   ctx.say(`     ${describe(s)}`);
   if (s.reservation.status !== 'SUCCESS' || !s.started) return { ...(await rejectedRow(ctx, 'long-write', request, s, [])), expected, ok: false };
@@ -314,7 +314,7 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'hedy');
   const idempotencyKey = key(ctx, 'plain-client');
   const workflowId = sagaWorkflowId('order', idempotencyKey);
-  ctx.say('6/9  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
+  ctx.say('6/10  A plain Temporal client, the Temporal CLI: it starts the saga by workflow type, then reads the answer');
   ctx.say(`     temporal ${temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint).slice(0, 8).join(' ')} --input '{"type":"order",…}' --codec-endpoint ${ctx.codecEndpoint}`);
   await ctx.temporal(temporalStartArgs(ctx.taskQueue, 'order', idempotencyKey, data, ctx.codecEndpoint));
   ctx.say(`     temporal ${temporalAnswerArgs(workflowId, ctx.codecEndpoint).join(' ')}`);
@@ -354,7 +354,7 @@ async function plainClient(ctx: ScenarioContext): Promise<DemoRow> {
  */
 async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
   const data = cart(ctx, 'ida');
-  ctx.say('7/9  An amendment and a cancellation of one order, sent at once: each needs the order\'s lock');
+  ctx.say('7/10  An amendment and a cancellation of one order, sent at once: each needs the order\'s lock');
   const created = await send(ctx, data, key(ctx, 'race-order'));
   const order = await follow(ctx, created.workflowId);
   const rows = [sagaRow('race-order', 'race: the order', created, order, 'COMPLETED', order.outcome === 'COMPLETED')];
@@ -408,7 +408,7 @@ async function race(ctx: ScenarioContext): Promise<DemoRow[]> {
  */
 async function expired(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'jan', { simulate: { stepDelayMs: 2000 } });
-  ctx.say('8/9  An order given 1 s (its start\'s deadlineMs) whose payment step takes 2 s');
+  ctx.say('8/10  An order given 1 s (its start\'s deadlineMs) whose payment step takes 2 s');
   const s = await send(ctx, data, key(ctx, 'expired'), 'order', 1000);
   ctx.say(`     ${describe(s)}`);
   const final = await follow(ctx, s.workflowId);
@@ -425,7 +425,7 @@ async function expired(ctx: ScenarioContext): Promise<DemoRow> {
  */
 async function needsAttention(ctx: ScenarioContext): Promise<DemoRow> {
   const data = cart(ctx, 'kim', { payment: { card: REFUND_REFUSED_CARD }, items: [{ sku: 'rare-coin', quantity: 5, priceCents: 100_000 }] });
-  ctx.say(`9/9  Short of stock, paid with card ${REFUND_REFUSED_CARD}, whose refunds the example provider refuses`);
+  ctx.say(`9/10  Short of stock, paid with card ${REFUND_REFUSED_CARD}, whose refunds the example provider refuses`);
   const s = await send(ctx, data, key(ctx, 'attention'));
   ctx.say(`     ${describe(s)}`);
   const waiting = await follow(ctx, s.workflowId, undefined, settled);
