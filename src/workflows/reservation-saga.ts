@@ -69,7 +69,6 @@ async function countOut(plan: SagaPlan | undefined, has: Patched): Promise<void>
   }
 }
 
-
 /** The saga after the gate patch; `known` gets its plan once the worker has derived it. */
 async function gatedSaga(start: SagaStart | SagaInput, known: { plan?: SagaPlan }, has: Patched): Promise<SagaState> {
   const run = newSagaRun(start, known, has);

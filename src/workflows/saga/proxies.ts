@@ -79,7 +79,6 @@ function compensationRetry(input: SagaInput, name: string): Pick<ActivityOptions
   return policy === undefined ? { retry: { ...RETRY_INFRA, maximumAttempts: input.timings.compensationAttempts } } : retryOptionsOf(policy);
 }
 
-
 /** The activities of an entity operation. */
 export function operationActivities(input: SagaPlan) {
   const settle = { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } as const;
