@@ -468,12 +468,18 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     .command('init <dir>')
     .description('write a minimal app that uses this package: one saga type, its migration, a worker, a start script, a test')
     .option('--name <name>', 'the app\'s package name (default: the folder\'s name)')
-    .option('--package <spec>', 'what the app depends on for reservation-saga, e.g. a tarball: file:/path/reservation-saga-0.1.0.tgz (default: this version)')
-    .action(async (dir: string, opts: { name?: string; package?: string }) => {
-      const { initApp, InitError } = await import('./init.js');
+    .option('--package <spec>', 'what the app depends on for reservation-saga, e.g. a tarball: file:/path/reservation-saga-0.1.0.tgz (default: what this project installed it from, when a file; else this version)')
+    .option('--no-install', 'write the app only; do not run npm install in it')
+    .action(async (dir: string, opts: { name?: string; package?: string; install: boolean }) => {
+      const { initApp, installApp, InitError } = await import('./init.js');
       try {
         const made = await initApp(dir, { name: opts.name, packageSpec: opts.package });
-        process.stdout.write(`saga init: wrote ${made.files.length} files into ${made.dir}; next: cd ${dir} && npm install && npm test (README.md says what they need)\n`);
+        process.stdout.write(`saga init: wrote ${made.files.length} files into ${made.dir}\n`);
+        if (opts.install) {
+          process.stdout.write('saga init: installing its dependencies (npm install)\n');
+          await installApp(made.dir);
+        }
+        process.stdout.write(`saga init: next: cd ${dir} && ${opts.install ? '' : 'npm install && '}npm test (its README.md says what the test needs)\n`);
       } catch (err) {
         if (err instanceof InitError) throw new UsageError(err.message);
         throw err;

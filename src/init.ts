@@ -4,6 +4,7 @@
  * templates/app/ with `{{name}}` and `{{packageSpec}}` filled in. It writes only into a new or empty
  * folder, and never overwrites a file.
  */
+import { spawn } from 'node:child_process';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -39,9 +40,12 @@ export interface InitOptions {
   name?: string;
   /**
    * What the app's package.json depends on for `reservation-saga`: a version range, or a tarball
-   * (`file:/abs/path/reservation-saga-0.1.0.tgz`). @default `^<this package's version>`
+   * (`file:/abs/path/reservation-saga-0.1.0.tgz`). @default what the project that installed this
+   * package depends on it by, when that is a file (see {@link fileSpecIn}); else `^<this package's version>`
    */
   packageSpec?: string;
+  /** The project whose node_modules holds this package. @default found from where this package is */
+  installedIn?: string;
 }
 
 /**
@@ -56,7 +60,8 @@ export async function initApp(dir: string, options: InitOptions = {}): Promise<{
   if (name.length > 214 || !PACKAGE_NAME.test(name)) {
     throw new InitError(`${JSON.stringify(name)} is not a valid package name (lower-case letters, digits, - . _ ~, optionally @scope/): pass one with --name`, target);
   }
-  const packageSpec = options.packageSpec ?? `^${own.version}`;
+  const installedIn = options.installedIn ?? installingProject();
+  const packageSpec = options.packageSpec ?? (installedIn === undefined ? undefined : fileSpecIn(installedIn, own.name)) ?? `^${own.version}`;
   if (packageSpec.trim() === '' || [...packageSpec].some((c) => c.charCodeAt(0) < 0x20)) throw new InitError(`package spec ${JSON.stringify(packageSpec)} is empty or holds control characters`, target);
 
   await refuseNonEmpty(target);
@@ -81,6 +86,46 @@ export async function initApp(dir: string, options: InitOptions = {}): Promise<{
     files.push(file);
   }
   return { dir: target, files: files.sort() };
+}
+
+/** The project whose node_modules holds this package; undefined in a checkout. */
+function installingProject(): string | undefined {
+  const modules = path.dirname(PROJECT_ROOT);
+  return path.basename(modules) === 'node_modules' ? path.dirname(modules) : undefined;
+}
+
+/**
+ * What `project` depends on package `name` by, when that is a file (a packed tarball, a folder), as
+ * an absolute `file:` spec: an app made from it gets the same package, where `^<version>` would ask
+ * a registry that may not hold it (`npm install ./reservation-saga-0.1.0.tgz`, then `npx
+ * reservation-saga init my-app`). Undefined for a registry range, or when it names none.
+ */
+export function fileSpecIn(project: string, name: string): string | undefined {
+  let manifest: OwnPackage;
+  try {
+    manifest = JSON.parse(readFileSync(path.join(project, 'package.json'), 'utf8')) as OwnPackage;
+  } catch {
+    return undefined;
+  }
+  const spec = manifest.dependencies?.[name] ?? manifest.devDependencies?.[name];
+  if (typeof spec !== 'string' || !spec.startsWith('file:')) return undefined;
+  return `file:${path.resolve(project, spec.slice('file:'.length))}`;
+}
+
+/**
+ * Installs the app's dependencies (`npm install` in `dir`, its output on this process's), so that
+ * `npm test` runs next. @throws InitError when npm fails or cannot be run: the app is written.
+ */
+export async function installApp(dir: string): Promise<void> {
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(npm, ['install', '--no-audit', '--no-fund'], { cwd: dir, stdio: 'inherit' });
+    child.once('error', reject);
+    child.once('exit', resolve);
+  }).catch((err: Error) => {
+    throw new InitError(`the app is written, but npm could not be run (${err.message}): run npm install in ${dir}`, dir);
+  });
+  if (code !== 0) throw new InitError(`the app is written, but npm install failed (exit ${code}): see above, then run npm install in ${dir}`, dir);
 }
 
 /** The folder's name as a package name: lower case, other characters as `-`. */
@@ -125,6 +170,7 @@ function fill(text: string, values: Record<string, string>, json: boolean): stri
 }
 
 interface OwnPackage {
+  name: string;
   version: string;
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;

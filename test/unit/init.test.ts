@@ -72,6 +72,27 @@ describe('initApp', () => {
     expect(pkg.name).toBe('my-app');
   });
 
+  it('depends on the file the project that installed it depends on (a tarball), as an absolute path', async () => {
+    // `npm install ../pack/reservation-saga-0.1.0.tgz` in `project`, then `npx reservation-saga init app` there.
+    const project = path.join(scratch, 'project');
+    mkdirSync(project);
+    writeFileSync(path.join(project, 'package.json'), JSON.stringify({ dependencies: { 'reservation-saga': 'file:../pack/reservation-saga-0.1.0.tgz' } }));
+
+    const made = await initApp(path.join(project, 'app'), { installedIn: project });
+
+    expect(packageJson(made.dir).dependencies!['reservation-saga']).toBe(`file:${path.join(scratch, 'pack/reservation-saga-0.1.0.tgz')}`);
+  });
+
+  it('depends on ^<our version> when the project that installed it has it from a registry', async () => {
+    const project = path.join(scratch, 'project');
+    mkdirSync(project);
+    writeFileSync(path.join(project, 'package.json'), JSON.stringify({ dependencies: { 'reservation-saga': '^0.1.0' } }));
+
+    const made = await initApp(path.join(scratch, 'app'), { installedIn: project });
+
+    expect(packageJson(made.dir).dependencies!['reservation-saga']).toBe(`^${ours.version}`);
+  });
+
   it('writes into an existing empty folder', async () => {
     const dir = path.join(scratch, 'empty');
     mkdirSync(dir);

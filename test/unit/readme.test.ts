@@ -60,6 +60,7 @@ function docWith(marker: string | RegExp): { file: string; text: string } {
  * the docs means adding it here, with a true reason.
  */
 const EXERCISED: Record<string, string> = {
+  'npx reservation-saga init my-app && cd my-app && npm test': 'scripts/test-package (make test-package, in .ci/run) runs it verbatim in a folder where only the packed tarball is installed',
   'make demo': '.ci/run runs `make demo ARGS=--once`: the same target and scenario, stopping at the end instead of at Ctrl-C',
   'make demo ARGS=--once': '.ci/run',
   'make test': '.ci/run',
