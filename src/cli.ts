@@ -232,11 +232,16 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
     )
     .option('--wait', 'wait for the saga to end and include its final state')
     .addOption(waitMsOption('wait at most this long for the saga to end (implies --wait); past it exit 6, the saga running on'))
+    .option('--find-existing', 'on DUPLICATE, look the existing entity up and print its id when it is yours')
     .option('--json', 'print JSON')
-    .action(async (opts: { type: string; data: string; idempotencyKey?: string; deadlineMs?: string; wait?: boolean; waitMs?: string; json?: boolean }) => {
+    .action(async (opts: { type: string; data: string; idempotencyKey?: string; deadlineMs?: string; wait?: boolean; waitMs?: string; findExisting?: boolean; json?: boolean }) => {
       const data = await readData(opts.data);
       await withClient(async (client) => {
-        const started = await client.start(opts.type, data, { idempotencyKey: opts.idempotencyKey, ...(opts.deadlineMs === undefined ? {} : { deadlineMs: Number(opts.deadlineMs) }) });
+        const started = await client.start(opts.type, data, {
+          idempotencyKey: opts.idempotencyKey,
+          ...(opts.deadlineMs === undefined ? {} : { deadlineMs: Number(opts.deadlineMs) }),
+          ...(opts.findExisting ? { findExisting: true } : {}),
+        });
         const r = started.reservation;
         let exit: number = r.status === 'SUCCESS' ? EXIT.OK : r.status === 'DUPLICATE' ? EXIT.DUPLICATE : EXIT.CONFLICT;
         let final: SagaState | undefined;
@@ -256,6 +261,7 @@ export function buildProgram(config: () => Config | Promise<Config>, setExit: (c
           [
             `${started.started ? started.workflowId : opts.type}: ${r.status}${r.status === 'SUCCESS' ? ` (fencing token ${r.fencingToken})` : r.status === 'CONFLICT' ? ` (retry after ${r.retryAfterMs} ms)` : ''}${started.outcome ? `, saga already ended ${started.outcome}` : ''}`,
             ...(final ? [`final: ${final.outcome}${final.reason ? ` (${final.reason})` : ''}`] : []),
+            ...(started.entityId ? [`your existing entity: ${started.entityId}`] : []),
             started.url ? `UI: ${started.url}` : 'rejected at the gate: no saga was started',
           ].join('\n'),
         );

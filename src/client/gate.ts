@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
 import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import { lockEntity, reserveIntent, type GateAnswer } from '../gate';
+import { encodeEntityId } from '../sagas/entity-id';
 import { sessionTag, type AdmitResult } from '../rms';
 import { inGateSpan, type UnderSpan } from '../tracing';
 import { entityNotFound, isEntityOperation, limitsOf, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, SagaInputError, type PrepareOptions, type SagaType } from '../sagas';
@@ -75,13 +76,14 @@ export class SagaGate {
     // Concurrent identical requests from this client share one answer. Their hashes are compared only
     // when a request of the same key is in flight; one of another payload goes its own way.
     const current = this.#inFlight.get(workflowId);
+    const findExisting = options.findExisting === true;
     let answer: GateReply;
-    if (current && current.input.requestHash() === input.requestHash()) {
+    if (current && current.findExisting === findExisting && current.input.requestHash() === input.requestHash()) {
       answer = await current.reply;
     } else {
-      const reply = this.#startOnce(input, workflowId, underSpan);
+      const reply = this.#startOnce(input, workflowId, underSpan, findExisting);
       if (!current) {
-        this.#inFlight.set(workflowId, { input, reply });
+        this.#inFlight.set(workflowId, { input, reply, findExisting });
         void reply.finally(() => this.#inFlight.delete(workflowId)).catch(() => undefined);
       }
       answer = await reply;
@@ -94,7 +96,7 @@ export class SagaGate {
   }
 
   /** The start under way for each workflow id, with the request it was asked with. */
-  readonly #inFlight = new Map<string, { input: GateRequest; reply: Promise<GateReply> }>();
+  readonly #inFlight = new Map<string, { input: GateRequest; reply: Promise<GateReply>; findExisting: boolean }>();
 
   /** A start's request, its hash computed on first use (see SagaRequest). */
   #prepareRequest(type: string, data: unknown, options: StartOptions): GateRequest {
@@ -107,7 +109,7 @@ export class SagaGate {
    * The gate, then what its answer leads to. Everything after a SUCCESS, or a DUPLICATE of the key's
    * own saga, runs `underSpan`: the saga's start carries the answer's trace on.
    */
-  async #startOnce(input: GateRequest, workflowId: string, underSpan: UnderSpan): Promise<GateReply> {
+  async #startOnce(input: GateRequest, workflowId: string, underSpan: UnderSpan, findExisting: boolean): Promise<GateReply> {
     const sessionId = sagaSessionId(this.#core.namespace, workflowId);
     const def = sagaDefinition(input.type, this.#core.options.types);
     const gate = await this.#gate(input, sessionId, def, true);
@@ -115,7 +117,7 @@ export class SagaGate {
       // A saga that waits for a worker holds the pickup lease; its write soon holds the lease alone.
       return this.#rejected({ status: 'CONFLICT', retryAfterMs: Math.min(gate.retryAfterMs, input.timings.leaseMs) });
     }
-    if (gate.status === 'DUPLICATE' && gate.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
+    if (gate.status === 'DUPLICATE' && gate.owner.sessionTag !== sessionTag(sessionId)) return this.#duplicate(input, def, findExisting);
     return underSpan(async () => {
       if (gate.status !== 'ENDED') return this.#startSaga(input, workflowId, sessionId, def, gate);
       // The key's saga ended here: answered from it, whoever holds the intent now.
@@ -128,7 +130,7 @@ export class SagaGate {
       // Temporal no longer keeps it (its retention is shorter than the key's record): a new request.
       const again = await this.#gate(input, sessionId, def, false);
       if (again.status === 'CONFLICT') return this.#rejected({ status: 'CONFLICT', retryAfterMs: Math.min(again.retryAfterMs, input.timings.leaseMs) });
-      if (again.status === 'DUPLICATE' && again.owner.sessionTag !== sessionTag(sessionId)) return this.#rejected({ status: 'DUPLICATE' });
+      if (again.status === 'DUPLICATE' && again.owner.sessionTag !== sessionTag(sessionId)) return this.#duplicate(input, def, findExisting);
       if (again.status === 'ENDED') throw new Error(`SagaClient.start: the gate answered ENDED unasked for ${workflowId}`);
       return this.#startSaga(input, workflowId, sessionId, def, again);
     });
@@ -241,6 +243,25 @@ export class SagaGate {
 
   #rejected(reservation: Extract<ReservationAnswer, { status: 'DUPLICATE' | 'CONFLICT' }>): GateReply {
     return { reservation, started: false };
+  }
+
+  /**
+   * A DUPLICATE; with `findExisting`, naming the live entity of the intent when the request's owner
+   * created it (two point lookups by index: the intent's live row, then its owner). Nothing of
+   * another owner's entity is said, not even that it was looked up.
+   */
+  async #duplicate(input: GateRequest, def: SagaType<unknown>, findExisting: boolean): Promise<GateReply> {
+    const answer = this.#rejected({ status: 'DUPLICATE' });
+    if (!findExisting || isEntityOperation(def)) return answer;
+    const { types, pool, intentSecret } = this.#core.options;
+    // Only a table that operations claim records whose each row is.
+    const owned = Object.values(types).some((t) => isEntityOperation(t) && t.table.table === def.table.table);
+    if (!owned) return answer;
+    const row = await def.table.find(pool, input.intentKey);
+    if (!row || (row.status !== 'REGISTERED' && row.status !== 'COMPLETED')) return answer;
+    const claimable = await def.table.findById(pool, row.id);
+    if (claimable?.createdBy !== input.owner) return answer;
+    return { ...answer, entityId: encodeEntityId(intentSecret, def.table.table, row.id) };
   }
 
   /**

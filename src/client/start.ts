@@ -38,6 +38,13 @@ export interface StartOptions {
    * @default the type's `deadlineMs` (none, if it declares none)
    */
   deadlineMs?: number;
+  /**
+   * On a DUPLICATE, look the existing entity up (one PostgreSQL point lookup, only then) and answer
+   * its `entityId` when it is the caller's own: created for the same owner. Another owner's entity
+   * is answered as before, DUPLICATE and nothing more. A type whose table no operation claims
+   * records no owners, so its DUPLICATE never names one. @default false: the gate's one Redis round trip
+   */
+  findExisting?: boolean;
 }
 
 /** The answer of {@link SagaClient.start}. */
@@ -69,6 +76,11 @@ export interface StartedSaga {
   limited?: 'IN_FLIGHT' | 'RATE';
   /** Present when this key's saga existed before this call (a retry): the answer is that saga's, not a new one. */
   replayed?: true;
+  /**
+   * On a DUPLICATE asked with {@link StartOptions.findExisting}: the id of the entity that holds the
+   * intent (what its operations take), when the caller's owner created it; absent otherwise.
+   */
+  entityId?: string;
   /** The saga in the Temporal UI; absent when no saga was started. */
   url?: string;
 }

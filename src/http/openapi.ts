@@ -161,7 +161,7 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
             in: 'header',
             required: false,
             description:
-              "`wait=N` (RFC 7240): wait up to N seconds (within the server's request deadline) for the saga to end, and answer with its outcome, the same one every request of this key gets; a first request and a retry while the saga runs alike",
+              "`wait=N` (RFC 7240): wait up to N seconds (within the server's request deadline) for the saga to end, and answer with its outcome, the same one every request of this key gets; a first request and a retry while the saga runs alike. `existing-entity`: a DUPLICATE names the existing entity (`entityId`) when this client created it",
             schema: { type: 'string' },
           },
           {
@@ -184,7 +184,7 @@ export function openApiDocument(types: SagaTypes, options: { title?: string; ver
           },
           '400': problemResponse('Idempotency-Key missing or invalid, or a body that is not JSON'),
           '404': problemResponse('unknown saga type, or for an operation an entity that does not exist'),
-          '409': problemResponse('DUPLICATE (the entity exists, made by another request) or CONFLICT (another request holds the intent; Retry-After)', RETRY_AFTER),
+          '409': problemResponse('DUPLICATE (the entity exists, made by another request; with `Prefer: existing-entity`, its `entityId` when it is this client\'s) or CONFLICT (another request holds the intent; Retry-After)', RETRY_AFTER),
           ...(limitsOf(def).length > 0 ? { '429': problemResponse(`this client is at a limit of the type (${limitsText(def)}); nothing was started (Retry-After)`, RETRY_AFTER) } : {}),
           '413': problemResponse('body over the limit'),
           '415': problemResponse('a body that is not application/json'),

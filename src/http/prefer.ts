@@ -1,7 +1,8 @@
 /**
- * The `wait` preference of a `Prefer` request header (RFC 7240): how many seconds the client is
- * willing to wait for the final answer. Preferences are hints: one the server cannot read is ignored,
- * never an error, and the first `wait` of the header counts (RFC 7240, section 2).
+ * The preferences of a `Prefer` request header (RFC 7240) the API reads: `wait`, how many seconds
+ * the client is willing to wait for the final answer, and `existing-entity`, that a DUPLICATE should
+ * name the existing entity when it is the client's. Preferences are hints: one the server cannot
+ * read is ignored, never an error, and the first `wait` of the header counts (RFC 7240, section 2).
  */
 
 /** The seconds a `Prefer` header asks to wait, or undefined when it asks for none (or says it unreadably). */
@@ -16,4 +17,12 @@ export function preferredWaitSeconds(header: string | string[] | undefined): num
     return seconds === undefined ? undefined : Number(seconds);
   }
   return undefined;
+}
+
+/** Whether a `Prefer` header asks a DUPLICATE to name the existing entity (`Prefer: existing-entity`). */
+export function prefersExistingEntity(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  return (Array.isArray(header) ? header.join(',') : header)
+    .split(',')
+    .some((preference) => (preference.split(';')[0] ?? '').split('=', 1)[0]!.trim().toLowerCase() === 'existing-entity');
 }

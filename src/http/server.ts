@@ -11,7 +11,7 @@ import { isTerminal, type SagaState } from '../shared/saga';
 import { BearerTokens, type ApiClient } from './auth';
 import { classifyError } from './errors';
 import { httpOwner, namespacedKey, ownsWorkflow, readHeaderKey } from './idempotency-key';
-import { preferredWaitSeconds } from './prefer';
+import { preferredWaitSeconds, prefersExistingEntity } from './prefer';
 import { LIST_LIMIT, LIST_QUERY_SCHEMA, openApiDocument } from './openapi';
 import { problem, ProblemType, rawProblemResponse, sendProblem } from './problems';
 
@@ -260,6 +260,8 @@ export function createSagaServer(options: SagaServerOptions): FastifyInstance {
           waitMs,
           owner: httpOwner(request.apiClient),
           ...(deadlineMs === undefined ? {} : { deadlineMs: Number(deadlineMs) }),
+          // `Prefer: existing-entity`: a DUPLICATE names the entity when it is this client's.
+          ...(prefersExistingEntity(request.headers.prefer) ? { findExisting: true } : {}),
         });
         const answer = started.reservation.status;
         request.log.info(
@@ -399,7 +401,14 @@ function answerStart(reply: FastifyReply, started: StartedSaga, links: { self: s
       });
   }
   if (r.status === 'DUPLICATE') {
-    return sendProblem(reply, problem(409, ProblemType.DUPLICATE, 'the entity this request would create already exists (created by another request); nothing was started', { intentKey: started.intentKey }));
+    return sendProblem(
+      reply,
+      problem(409, ProblemType.DUPLICATE, 'the entity this request would create already exists (created by another request); nothing was started', {
+        intentKey: started.intentKey,
+        // Asked for (`Prefer: existing-entity`) and the client's own: the id its operations take.
+        ...(started.entityId ? { entityId: started.entityId } : {}),
+      }),
+    );
   }
   reply.header('Retry-After', String(Math.max(1, Math.ceil(r.retryAfterMs / 1000))));
   if (started.limited) {

@@ -72,6 +72,13 @@ describe('saga CLI', () => {
     expect(out.final).toMatchObject({ outcome: 'COMPLETED' });
     expect(second.code).toBe(EXIT.DUPLICATE);
     expect(json<Started>(second.stdout).reservation).toEqual({ status: 'DUPLICATE' });
+    expect(json(second.stdout)).not.toHaveProperty('entityId');
+
+    // --find-existing: the caller's own entity, named (its id is what the saga's result says).
+    const found = await saga(['start', '--type', 'order', '--data', data, '--find-existing']);
+    expect(found.code).toBe(EXIT.DUPLICATE);
+    const { entityId } = await h.client.result(out.workflowId);
+    expect(found.stdout).toContain(`your existing entity: ${entityId}`);
   });
 
   it('settle asks how (--keep or --undo), and refuses a saga that did not end COMPENSATION_FAILED, changing nothing', async () => {

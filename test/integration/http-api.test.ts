@@ -159,6 +159,25 @@ describe('POST /v1/sagas/{type}', () => {
     await expect(h.client.temporal.workflow.getHandle(`order-alice.${key}`).describe()).rejects.toThrow(/not found/i);
   });
 
+  it('names the existing entity in a 409 duplicate asked with Prefer: existing-entity, to the client that created it only', async () => {
+    const data = order();
+    const first = await start('order', data, { key: uniqueKey('existing-a') });
+    const { workflowId } = (await first.json()) as { workflowId: string };
+    const done = await eventually(
+      () => get(`/v1/sagas/${workflowId}`).then((r) => r.json() as Promise<{ phase: string; entityId?: string }>),
+      (s) => s.phase === 'COMPLETED',
+      'the first saga to complete',
+    );
+
+    const mine = await expectProblem(await start('order', data, { key: uniqueKey('existing-b'), prefer: 'existing-entity' }), 409, '/problems/duplicate');
+    const unasked = await expectProblem(await start('order', data, { key: uniqueKey('existing-c') }), 409, '/problems/duplicate');
+    const bobs = await expectProblem(await start('order', data, { key: uniqueKey('existing-d'), token: BOB.token, prefer: 'existing-entity' }), 409, '/problems/duplicate');
+
+    expect(mine.entityId).toBe(done.entityId);
+    expect(unasked).not.toHaveProperty('entityId');
+    expect(bobs).not.toHaveProperty('entityId');
+  });
+
   it('answers a request for an intent another request holds with 409 conflict and Retry-After, starting nothing', async () => {
     const data = order({ simulate: { writeDelayMs: 2000 } });
     const first = await start('order', data, { key: uniqueKey('conflict-a') });

@@ -185,3 +185,38 @@ describe('a SagaClient\'s owner', () => {
   });
 });
 
+
+describe('a DUPLICATE asked to find the existing entity (findExisting)', () => {
+  it('names the entity to its owner, and nothing to another owner or when not asked', async () => {
+    const cart = order();
+    const first = await h.client.start('order', cart);
+    const { entityId } = await h.client.result(first.workflowId);
+
+    const mine = await h.client.start('order', cart, { findExisting: true });
+    const notAsked = await h.client.start('order', cart);
+    const theirs = await h.client.start('order', cart, { findExisting: true, owner: 'someone-else' });
+
+    expect(mine).toMatchObject({ reservation: { status: 'DUPLICATE' }, started: false, entityId });
+    for (const other of [notAsked, theirs]) {
+      expect(other.reservation.status).toBe('DUPLICATE');
+      expect(other).not.toHaveProperty('entityId');
+    }
+    // The id names the entity its operations take.
+    const cancel = await h.client.start('order-cancel', { order: mine.entityId! });
+    expect((await h.client.result(cancel.workflowId)).outcome).toBe('COMPLETED');
+  });
+
+  it('names nothing once the entity is released: the intent is free again', async () => {
+    const cart = order();
+    const first = await h.client.start('order', cart);
+    const { entityId } = await h.client.result(first.workflowId);
+    const returned = await h.client.start('order-return', { order: entityId! });
+    expect((await h.client.result(returned.workflowId)).outcome).toBe('COMPLETED');
+
+    const again = await h.client.start('order', cart, { findExisting: true });
+
+    expect(again.reservation.status).toBe('SUCCESS');
+    expect(again).not.toHaveProperty('entityId');
+    expect((await h.client.result(again.workflowId)).outcome).toBe('COMPLETED');
+  });
+});
