@@ -10,7 +10,6 @@
  * process's Temporal runtime, one JSON line per saga event) goes to a file of its own.
  */
 import { createWriteStream } from 'node:fs';
-import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { Runtime } from '@temporalio/worker';
 import pg from 'pg';
@@ -25,6 +24,7 @@ import { PaymentsClient } from '../../examples/tickets/src/services/client';
 import { createPaymentServer } from '../../examples/tickets/src/services/payments';
 import { createPaymentWebhook } from '../../examples/tickets/src/webhook';
 import { describe, follow, key, rejectedRow, sagaRow, send, type Answered, type DemoRow, type ScenarioContext } from './scenario';
+import { freePort } from './stack';
 
 /** How long the demo's seats are held for their buyer to pay (the app's default is 10 minutes). */
 export const SEAT_HOLD_MS = 4000;
@@ -36,14 +36,6 @@ export interface SeatShop {
   client: SagaClient;
   payments: PaymentsClient;
   close(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
 }
 
 /**
