@@ -657,11 +657,12 @@ it('answers every key as its saga ended, does each effect once, and leaves no ef
   const pickupLeaseMs = Math.max(DEFAULT_PICKUP_LEASE_MS, LEASE_MS);
   const rejectedApart: string[] = [];
   const rejectedOther: string[] = [];
-  const successRuns = new Set(requests.flatMap((r) => r.answers.filter((a) => a.status === 'SUCCESS' && a.runId).map((a) => `${r.workflowId}/${a.runId}`)));
+  // A return's SUCCESS too: its lock on the order, taken back only as a creation's may be.
+  const successRuns = new Set([...requests, ...returns].flatMap((r) => r.answers.filter((a) => a.status === 'SUCCESS' && a.runId).map((a) => `${r.workflowId}/${a.runId}`)));
   for (const run of allRuns) {
     if (outcomeOf(run) !== SagaOutcome.REJECTED || !successRuns.has(`${run.workflowId}/${run.runId}`)) continue;
     const state = run.state;
-    const request = requests.find((r) => r.workflowId === run.workflowId);
+    const request = [...requests, ...returns].find((r) => r.workflowId === run.workflowId);
     // The token the SUCCESS answer gave (the saga's own state has none when its confirmation failed).
     const token = state?.fencingToken ?? request?.answers.find((a) => a.runId === run.runId && a.fencingToken !== undefined)?.fencingToken;
     const gateLeaseLost = state?.errors.some((e) => e.type === 'LEASE_EXPIRED') === true;

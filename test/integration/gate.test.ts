@@ -315,7 +315,8 @@ describe('the gate', () => {
     expect(held?.sessionId).toBe(sessionOf(sagaWorkflowId('order', key)));
     expect(other.reservation.status).toBe('CONFLICT');
     expect(retry).toMatchObject({ started: true, reservation: { status: 'SUCCESS', fencingToken: held?.fencingToken } });
-    expect((await withWorker(() => h.client.result(retry.workflowId))).outcome).toBe('COMPLETED');
+    const final = await withWorker(() => h.client.result(retry.workflowId));
+    expect(final.outcome, `ended ${final.reason}: ${JSON.stringify(final.errors)}`).toBe('COMPLETED');
   });
 
   it('gives the lease back when PostgreSQL is out of reach for the truth check, and starts nothing', async () => {
