@@ -7,12 +7,13 @@ export NPM_CONFIG_AUDIT := false
 
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install temporal temporal-server promtool cli api test test-package test-unit test-integration test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
+.PHONY: help install temporal temporal-server promtool cli api test test-package test-unit test-integration test-node24 test-ui test-stack lint typecheck demo dev dev-down stack stack-down bench build
 
 help:
 	@echo "make demo        dev stack, a worker and a scripted scenario of real sagas; runs until Ctrl-C"
 	@echo "                 (make demo ARGS=--once: run the scenario, stop, exit 0 only if all went as expected)"
 	@echo "make test        lint, typecheck, unit and integration tests (real Temporal, Redis, PostgreSQL; the alerts in promtool)"
+	@echo "make test-node24 the unit and integration tests on Node 24 (installed from the npm registry's node@24 when missing)"
 	@echo "make test-package the packed package installed outside the checkout: the example apps' and a scaffold's tests"
 	@echo "make test-ui     the Temporal UI in headless Chromium, checked after a demo run on a dev server of its own"
 	@echo "make dev         start the Temporal dev server (UI on :8233), migrate the database"
@@ -62,6 +63,12 @@ test-integration: install temporal promtool cli
 
 test: install temporal promtool cli lint typecheck api
 	npx vitest run
+
+# The unit and integration suites again on Node 24, what users run (the machine's node may be older):
+# a Node 24 binary from scripts/ensure-node (the npm registry's node@24), first on PATH for the
+# processes the tests start too; its report is test-results/vitest-node24.json.
+test-node24: install temporal promtool cli
+	@node24=$$(scripts/ensure-node 24) && PATH="$$(dirname "$$node24"):$$PATH" TEST_REPORT_JSON=test-results/vitest-node24.json npx vitest run
 
 build: install
 	npm run --silent build
