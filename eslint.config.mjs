@@ -23,7 +23,8 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/workflows/**/*.ts'],
+    // The bench's workflow code runs in the same sandbox (bench/workflows.ts, the hand-written baseline's).
+    files: ['src/workflows/**/*.ts', 'bench/workflows.ts', 'bench/baseline-workflow.ts', 'bench/baseline-shared.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
