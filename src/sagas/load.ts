@@ -81,18 +81,23 @@ export async function loadSagaModule(location: SagaModuleLocation, config: Confi
 const TYPESCRIPT = /\.[cm]?tsx?$/;
 
 async function importModule(file: string): Promise<unknown> {
-  if (!TYPESCRIPT.test(file) || (process.features as { typescript?: unknown }).typescript || hasTsxLoader()) return import(pathToFileURL(file).href);
+  if (!TYPESCRIPT.test(file) || hasTsxLoader()) return import(pathToFileURL(file).href);
   // A TypeScript module outside tsx: register the app's tsx (or ours, in a development checkout) for
-  // CommonJS, then require it.
+  // CommonJS, then require it. tsx before Node's own type stripping (Node 22.18 and later): that one
+  // resolves no import without its extension (`./order`), as TypeScript apps write them.
   const appRequire = createRequire(file);
-  let api: { register: () => unknown };
+  let api: { register: () => unknown } | undefined;
   try {
-    api = appRequire('tsx/cjs/api') as typeof api;
+    api = appRequire('tsx/cjs/api') as { register: () => unknown };
   } catch {
-    throw new SagaModuleError(`saga types module ${file} is TypeScript: install tsx beside it (npm install --save-dev tsx) or name the compiled .js`);
+    api = undefined;
   }
-  api.register();
-  return appRequire(file);
+  if (api) {
+    api.register();
+    return appRequire(file);
+  }
+  if ((process.features as { typescript?: unknown }).typescript) return import(pathToFileURL(file).href);
+  throw new SagaModuleError(`saga types module ${file} is TypeScript: install tsx beside it (npm install --save-dev tsx) or name the compiled .js`);
 }
 
 /** Whether this process runs under tsx (which then loads TypeScript modules itself). */
