@@ -6,7 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -17,6 +17,7 @@ import { sagaTypesFor } from '../test/fixtures/orders';
 import { workerEnv } from './lib/processes';
 import { ANSWER_COLUMNS, baselineRatio, figureOf, ratioTarget, withRatios, type BenchResult, type Row } from './lib/report';
 import { inFlightCase, rowsOf, runRounds, type BenchContext, type Contender } from './lib/rounds';
+import { packedTarball } from './lib/scaffold';
 import { freshOrder } from './lib/temporal-load';
 
 const run = promisify(execFile);
@@ -33,9 +34,7 @@ export async function packagedClient(ctx: BenchContext): Promise<BenchResult> {
   ctx.onCleanup(async () => rmSync(dir, { recursive: true, force: true }));
   const redis = createRedis(workers.sagaConfig.redis);
   try {
-    progress.update('packaged-client: npm pack (prepack builds dist/)');
-    await run('npm', ['pack', '--pack-destination', dir], { cwd: PROJECT_ROOT, maxBuffer: 64 * 1024 * 1024 });
-    const tarball = path.join(dir, readdirSync(dir).find((f) => f.endsWith('.tgz'))!);
+    const { tarball } = await packedTarball(ctx);
     const app = path.join(dir, 'orders');
     cpSync(path.join(PROJECT_ROOT, 'examples/orders'), app, { recursive: true, filter: (src) => !src.includes(`${path.sep}node_modules`) });
     cpSync(path.join(PROJECT_ROOT, 'bench/lib/packaged-child.ts'), path.join(app, 'packaged-child.ts'));
@@ -93,7 +92,7 @@ export async function packagedClient(ctx: BenchContext): Promise<BenchResult> {
       title: '12. The packaged client: DUPLICATE through the packed tarball',
       baseline: 'the same client from the checkout sources (tsconfig paths to src/), in a process of its own',
       method:
-        `npm pack, then the tarball installed in a copy of examples/orders outside the checkout. Each round runs bench/lib/packaged-child.ts once per contender in a new process (node --import tsx, ` +
+        `npm pack (once per run, shared with install-size and import-time), then the tarball installed in a copy of examples/orders outside the checkout. Each round runs bench/lib/packaged-child.ts once per contender in a new process (node --import tsx, ` +
         `the order app's saga types): one SagaClient, a cart whose entity exists, a new idempotency key per request, ${IN_FLIGHT.join(' then ')} in flight, ` +
         `each ${roundMs} ms after a warm-up; every answer must be DUPLICATE.`,
       columns: ANSWER_COLUMNS,

@@ -13,6 +13,8 @@ import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
 import { gateLimits } from './gate-limits';
 import { httpLoad } from './http-load';
+import { importTime } from './import-time';
+import { installSize } from './install-size';
 import { machineInfo, startServices } from './lib/environment';
 import { observabilityOverhead } from './observability-overhead';
 import { packagedClient } from './packaged-client';
@@ -46,6 +48,8 @@ const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>
   'scale-out': scaleOut,
   'trace-cost': traceCost,
   'packaged-client': packagedClient,
+  'install-size': installSize,
+  'import-time': importTime,
 };
 
 async function main(): Promise<number> {

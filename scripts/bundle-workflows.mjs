@@ -12,7 +12,8 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 // The interceptor that reports each saga's end to the worker (WORKFLOW_INTERCEPTOR_MODULES in src/worker.ts).
 const interceptors = [path.join(root, 'src/workflows/interceptors.ts')];
 // Two bundles: a worker that traces (OTEL_* set) runs the one with the OpenTelemetry workflow
-// interceptors too (TRACING_WORKFLOW_INTERCEPTOR_MODULES, TRACED_WORKFLOW_BUNDLE_PATH in src/worker.ts).
+// interceptors too (tracingWorkflowInterceptorModules, TRACED_WORKFLOW_BUNDLE_PATH in src/worker.ts); the
+// package is a devDependency here, an optional peer dependency of an app (src/tracing/packages.ts).
 const bundles = {
   'workflow-bundle.js': interceptors,
   'workflow-bundle-traced.js': [...interceptors, require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')],

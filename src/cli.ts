@@ -14,6 +14,7 @@ import type { SagaClient, StartedSaga } from './client';
 import type { SagaAttention, SagaState } from './shared';
 import type { SagaTypes } from './sagas';
 import { startTracingIfRequested } from './tracing/env';
+import { TracingPackagesMissingError } from './tracing/packages';
 import { sagaListText, sagaStatusText } from './cli-text';
 
 /** Exit codes of the CLI. */
@@ -550,7 +551,14 @@ function serviceName(argv: string[]): string {
  * ioredis, pg or the HTTP server, so that they are instrumented; flushed before the exit).
  */
 export async function main(argv: string[]): Promise<number> {
-  const tracing = await startTracingIfRequested(serviceName(argv));
+  let tracing: Awaited<ReturnType<typeof startTracingIfRequested>>;
+  try {
+    tracing = await startTracingIfRequested(serviceName(argv));
+  } catch (err) {
+    if (!(err instanceof TracingPackagesMissingError)) throw err;
+    process.stderr.write(`configuration error: ${err.message}\n`);
+    return EXIT.CONFIG;
+  }
   try {
     return await run(argv);
   } finally {

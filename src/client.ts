@@ -17,6 +17,7 @@ import type { SagaMetrics } from './metrics';
 import { MAX_LEASE_MS, Rms } from './rms';
 import { createRedis } from './rms/connection';
 import { activeTracing } from './tracing';
+import { loadTemporalTracing } from './tracing/env';
 import { checkSagaTimings, sagaTypesOf, type SagaInputOf, type SagaList, type SagaNameOf } from './sagas';
 import { DEFAULT_COMPENSATION_ATTEMPTS, DEFAULT_OWNER, type SagaInput, type SagaSignalReceipt, type SagaState } from './shared/saga';
 import { checkOwner, ClientCore, temporalClientLibrary, temporalDefinitions, type OwnerScope, type SagaClientOptions } from './client/core';
@@ -103,7 +104,7 @@ export class SagaClient<S extends SagaList = SagaList> {
       const dataConverter = dataConverterOf(config);
       connection = connectClient(config.temporal);
       // With tracing on, the workflow start carries the trace on to the workflow and its activities.
-      const interceptors = activeTracing() ? { workflow: [new (await import('@temporalio/interceptors-opentelemetry')).OpenTelemetryWorkflowClientInterceptor()] } : undefined;
+      const interceptors = activeTracing() ? { workflow: [new (await loadTemporalTracing()).OpenTelemetryWorkflowClientInterceptor()] } : undefined;
       return new Client({ connection: await connection, namespace, dataConverter, interceptors });
     };
     const client = options.temporal === 'on first use' ? { namespace, connectOnFirstUse: connectTemporal } : await connectTemporal();

@@ -31,6 +31,8 @@ import { loadSagaModule, locateSagaModule, SagaModuleError } from './sagas/load'
 import { ensurePurgeSchedule } from './schedules';
 import { connectClient, connectWorker, dataConverterOf } from './temporal';
 import { activeTracing, startTracingIfRequested, type Tracing } from './tracing';
+import { loadTemporalTracing } from './tracing/env';
+import { requireTracingPackages } from './tracing/packages';
 
 /** Prebundled workflow code written by `npm run build`; used when the worker runs from dist/. */
 export const WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle.js');
@@ -44,11 +46,16 @@ export const WORKFLOW_INTERCEPTOR_MODULES = [path.join(__dirname, 'workflows', `
 /**
  * The OpenTelemetry workflow interceptors (spans for the workflow and each activity it schedules,
  * the trace carried on in the activities' headers): bundled only into the workflow code of a worker
- * that traces. They add headers, never commands, so a saga replays with or without them.
+ * that traces. They add headers, never commands, so a saga replays with or without them. Resolved
+ * when asked for, not when this module loads: their package is an optional one (src/tracing/packages.ts).
+ * @throws TracingPackagesMissingError when a tracing package is not installed.
  */
-export const TRACING_WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+export function tracingWorkflowInterceptorModules(): string[] {
+  requireTracingPackages();
+  return [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+}
 
-/** Prebundled workflow code with {@link TRACING_WORKFLOW_INTERCEPTOR_MODULES}, for a worker from dist/ that traces. */
+/** Prebundled workflow code with {@link tracingWorkflowInterceptorModules}, for a worker from dist/ that traces. */
 export const TRACED_WORKFLOW_BUNDLE_PATH = path.join(PROJECT_ROOT, 'dist/workflow-bundle-traced.js');
 
 /** Attempts of a compensation, for sagas started without timings. */
@@ -60,10 +67,10 @@ export { DEFAULT_COMPENSATION_ATTEMPTS } from './shared/saga';
  * process's exporters.
  */
 async function tracingParts(tracing: Tracing) {
-  const otel = await import('@temporalio/interceptors-opentelemetry');
+  const otel = await loadTemporalTracing();
   return {
     activity: [(ctx: Context) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) })],
-    workflowModules: TRACING_WORKFLOW_INTERCEPTOR_MODULES,
+    workflowModules: tracingWorkflowInterceptorModules(),
     sinks: { exporter: workflowSpanSink(otel.makeWorkflowExporter(tracing.workflowSpans, tracing.resource)) },
   };
 }

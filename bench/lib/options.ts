@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'gate-limits', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'gate-limits', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client', 'install-size', 'import-time'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -70,6 +70,8 @@ export interface Sizes {
   traceCost: { rounds: number; warmup: number; answers: number };
   /** The packaged client: rounds (a new process per contender each), the warm-up and the measured time per in-flight count. */
   packaged: { rounds: number; warmupMs: number; roundMs: number };
+  /** Import time: rounds, and fresh processes of each contender per round (their median is the round's figure). */
+  importTime: { rounds: number; callsPerRound: number };
 }
 
 const FULL: Sizes = {
@@ -97,6 +99,7 @@ const FULL: Sizes = {
   // Under callgrind a process runs some 40× slower: two set-ups take about 100 s side by side.
   traceCost: { rounds: 2, warmup: 4000, answers: 8000 },
   packaged: { rounds: 5, warmupMs: 1000, roundMs: 3000 },
+  importTime: { rounds: 5, callsPerRound: 5 },
 };
 
 const QUICK: Sizes = {
@@ -124,6 +127,7 @@ const QUICK: Sizes = {
   overhead: { rounds: 2, duplicateConcurrencies: [1, 32], duplicateRoundMs: 500, sagaInFlight: 8, sagasPerRound: 8, sagaRoundMs: 15_000 },
   traceCost: { rounds: 1, warmup: 500, answers: 1000 },
   packaged: { rounds: 2, warmupMs: 300, roundMs: 1000 },
+  importTime: { rounds: 3, callsPerRound: 3 },
 };
 
 /** What the command line asked for. */

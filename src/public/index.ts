@@ -40,6 +40,7 @@ export {
 export { FencedTable, type FencedRow, type FencedStatus, type ClaimableRow, type ClaimResult, type ReleaseResult, type FencedTableOptions, type LegacyRows } from '../db/fenced-table';
 export { SagaClient, SagaEndedError, SettleError, RedriveError, SignalError, DEFAULT_OWNER, type SagaClientConnectOptions, type OwnerScope, type StartOptions, type StartedSaga, type SagaSummary, type ListFilter, type GateCounts } from '../client';
 export { loadConfig, ConfigError, CONFIG_VARIABLES, type Config } from '../config';
+export { TracingPackagesMissingError } from '../tracing/packages';
 export {
   SagaOutcome,
   SagaAbort,

@@ -1,11 +1,9 @@
 /**
  * Imported first by a process's entry module (src/worker.ts): when the environment asks for traces,
  * the instrumentations are registered before ioredis and pg are loaded, so their calls are traced.
- * The SDK is loaded only then; the tracer provider itself is started by the entry's main
- * (`startTracing`).
+ * The SDK is loaded only then (and a missing tracing package throws TracingPackagesMissingError
+ * here, naming it); the tracer provider itself is started by the entry's main (`startTracing`).
  */
-import { tracingRequested } from './env';
-import type * as sdk from './sdk';
+import { loadTracingSdk, tracingRequested } from './env';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is on, and before anything else
-if (tracingRequested()) (require('./sdk') as typeof sdk).registerInstrumentations();
+if (tracingRequested()) loadTracingSdk().registerInstrumentations();

@@ -9,7 +9,7 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { beforeAll, inject, describe, expect, it } from 'vitest';
 import { createDataConverter, parseCodecKeys } from '../../src/codec';
 import { FAILURE_CONVERTER_PATH } from '../../src/codec';
-import { TRACING_WORKFLOW_INTERCEPTOR_MODULES, WORKFLOW_INTERCEPTOR_MODULES } from '../../src/worker';
+import { tracingWorkflowInterceptorModules, WORKFLOW_INTERCEPTOR_MODULES } from '../../src/worker';
 import { TEST_CODEC_KEYS } from '../helpers/secrets';
 import { FOLDED_PATCHES_PATCH, FORWARD_PATCH, GATE_PATCH, MEMO_STEPS_PATCH, PLAN_BEFORE_CANCEL_PATCH, REDRIVE_CANCELLED_PATCH, STEP_HEARTBEAT_PATCH } from '../../src/workflows/reservation-saga';
 
@@ -175,7 +175,7 @@ describe('recorded saga histories on a worker that traces', () => {
     const { code } = await bundleWorkflowCode({
       workflowsPath: path.join(__dirname, '../../src/workflows'),
       failureConverterPath: FAILURE_CONVERTER_PATH,
-      workflowInterceptorModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...TRACING_WORKFLOW_INTERCEPTOR_MODULES],
+      workflowInterceptorModules: [...WORKFLOW_INTERCEPTOR_MODULES, ...tracingWorkflowInterceptorModules()],
       // webpack's progress is noise here; its errors are not.
       logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: console.error },
     });
