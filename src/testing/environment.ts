@@ -129,7 +129,7 @@ async function makeDatabase(run: string, options: TestDatabaseOptions): Promise<
   const admin = new URL(url);
   admin.pathname = '/postgres';
   await ensureDatabase(url.toString());
-  const pool = new pg.Pool({ connectionString: url.toString(), max: 4 });
+  const pool = new pg.Pool({ connectionString: url.toString() });
   // The database is dropped with its connections: an idle one's error is expected then, not a crash.
   pool.on('error', () => {});
   let stopped: Promise<void> | undefined;
