@@ -2,7 +2,7 @@
  * `reservation-saga/testing` as an app's tests use it: a saga runs to COMPLETED on the environment's
  * own dev server, database and key prefix, and `stop()` leaves no database, no Redis key and no dev
  * server behind, also when the test body failed (a node:test file of an app, run as `node --test`
- * runs it). Without a Temporal CLI it fails at once with a typed error that names the ways out,
+ * runs it); the docs' example (the scaffold's test) passes from the checkout. Without a Temporal CLI it fails at once with a typed error that names the ways out,
  * having made nothing.
  */
 import { execFile } from 'node:child_process';
@@ -125,6 +125,19 @@ describe('startTestEnvironment', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('runs the docs\' example: the scaffold\'s test/signup.test.ts passes, as node --test runs it', async () => {
+    const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--test', 'test/signup.test.ts'], {
+      cwd: path.join(ROOT, 'templates/app'),
+      env: { ...process.env, TEMPORAL_CLI: inject('temporalCli') },
+    }).then(
+      ({ stdout }) => ({ code: 0, stdout }),
+      (err: { code: number; stdout: string }) => err,
+    );
+
+    expect(run.code, run.stdout).toBe(0);
+    expect(run.stdout).toMatch(/^# pass 2$/m);
   });
 
   it('refuses settings the run makes itself, before making anything', async () => {
