@@ -15,7 +15,7 @@ let env: SagaTestEnvironment<typeof sagas>;
 before(async () => (env = await startTestEnvironment({ sagas, migrate: migrateApp })));
 after(() => env?.stop());
 
-it('answers a sign-up of a taken email DUPLICATE, as the client does (exit 3)', async () => {
+void it('answers a sign-up of a taken email DUPLICATE, as the client does (exit 3)', async () => {
   const email = `grace-${randomUUID()}@example.com`;
   const first = await env.client.start('signup', { email, plan: 'pro' }, { idempotencyKey: randomUUID() });
   assert.equal((await env.client.result(first.workflowId)).outcome, 'COMPLETED');

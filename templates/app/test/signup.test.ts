@@ -17,7 +17,7 @@ after(() => env?.stop());
 
 const email = `ada-${randomUUID()}@example.com`;
 
-it('signs up: SUCCESS at the gate, then COMPLETED with its row activated', async () => {
+void it('signs up: SUCCESS at the gate, then COMPLETED with its row activated', async () => {
   const started = await env.client.start('signup', { email, plan: 'pro' }, { idempotencyKey: randomUUID() });
   assert.equal(started.reservation.status, 'SUCCESS');
   assert.equal((await env.client.result(started.workflowId)).outcome, 'COMPLETED');
@@ -26,7 +26,7 @@ it('signs up: SUCCESS at the gate, then COMPLETED with its row activated', async
   assert.deepEqual(rows, [{ status: 'COMPLETED', plan: 'pro', activated: true }]);
 });
 
-it('answers the same email under another idempotency key DUPLICATE, starting no saga', async () => {
+void it('answers the same email under another idempotency key DUPLICATE, starting no saga', async () => {
   const again = await env.client.start('signup', { email: email.toUpperCase(), plan: 'free' }, { idempotencyKey: randomUUID() });
   assert.equal(again.reservation.status, 'DUPLICATE');
   assert.equal(again.started, false);
