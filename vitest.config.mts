@@ -10,6 +10,7 @@ export default defineConfig({
       { find: /^reservation-saga$/, replacement: src('index.ts') },
       { find: /^reservation-saga\/worker$/, replacement: src('worker.ts') },
       { find: /^reservation-saga\/http$/, replacement: src('http.ts') },
+      { find: /^reservation-saga\/testing$/, replacement: src('testing.ts') },
     ],
   },
   test: {

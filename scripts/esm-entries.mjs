@@ -12,7 +12,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.join(root, 'dist/esm');
 mkdirSync(out, { recursive: true });
 
-for (const entry of ['index', 'worker', 'http']) {
+for (const entry of ['index', 'worker', 'http', 'testing']) {
   const target = `../src/public/${entry}.js`;
   const names = Object.keys(require(path.join(root, 'dist/src/public', `${entry}.js`)))
     .filter((name) => name !== '__esModule' && name !== 'default')

@@ -1,7 +1,7 @@
 /**
  * The installed package as a CommonJS app uses it. scripts/test-package compiles this file with
  * the app's own tsc (strict, nodenext) against the tarball's declarations, then runs it with node:
- * each of the three entries imports by name, its names are the CommonJS entry's very objects (one
+ * each of the four entries imports by name, its names are the CommonJS entry's very objects (one
  * copy of the module state however the package is loaded), and a declaration goes end to end
  * through the client, worker and HTTP entries' pure functions.
  */
@@ -13,9 +13,11 @@ import { createWorker, fencedTableSql, migrate, type AppWorker } from 'reservati
 import * as worker from 'reservation-saga/worker';
 import { createSagaServer, openApiDocument } from 'reservation-saga/http';
 import * as http from 'reservation-saga/http';
+import { startTestEnvironment, TemporalCliNotFoundError, TestEnvironmentError, type SagaTestEnvironment } from 'reservation-saga/testing';
+import * as testing from 'reservation-saga/testing';
 
 async function sameUnderImport(): Promise<void> {
-  for (const [entry, cjs] of [['reservation-saga', client], ['reservation-saga/worker', worker], ['reservation-saga/http', http]] as const) {
+  for (const [entry, cjs] of [['reservation-saga', client], ['reservation-saga/worker', worker], ['reservation-saga/http', http], ['reservation-saga/testing', testing]] as const) {
     const esm = (await import(entry)) as Record<string, unknown>;
     const names = Object.keys(cjs).filter((name) => name !== '__esModule');
     assert.ok(names.length > 0, `${entry} exports nothing`);
@@ -49,7 +51,7 @@ assert.ok(Object.keys(document.paths).some((path) => path.startsWith('/v1/sagas'
 const config: Config = loadConfig({ INTENT_KEY_SECRET: Buffer.alloc(32, 2).toString('base64'), SAGA_CODEC_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}` });
 assert.equal(typeof config.temporal.taskQueue, 'string');
 
-// Typed, not called: what an app writes around the three entries.
+// Typed, not called: what an app writes around the four entries.
 export async function startBooking(sagaClient: SagaClient, room: string): Promise<StartedSaga> {
   return sagaClient.start('booking', { room, night: '2026-12-24' }, { idempotencyKey: `booking-${room}` });
 }
@@ -66,4 +68,13 @@ export async function typedStarts(): Promise<void> {
 export const startWorker = (): Promise<AppWorker> => createWorker({ sagas: [booking], config });
 export const ready = (): Promise<string[]> => migrate(config.db.url);
 export const server = () => createSagaServer;
-void sameUnderImport().then(() => console.log('consumer.cts: the three entries require by name, typecheck under strict, and are what import gives'));
+// An app's test: the environment's client takes only the app's saga types.
+export async function testedBooking(): Promise<void> {
+  const env: SagaTestEnvironment<[typeof booking]> = await startTestEnvironment({ sagas: [booking], migrate: (url) => migrate(url) });
+  await env.client.start('booking', { room: '101', night: '2026-12-24' });
+  // @ts-expect-error -- a misspelt saga type does not compile
+  await env.client.start('bookin', { room: '101', night: '2026-12-24' });
+  await env.stop();
+}
+assert.ok(new TemporalCliNotFoundError('none') instanceof TestEnvironmentError);
+void sameUnderImport().then(() => console.log('consumer.cts: the four entries require by name, typecheck under strict, and are what import gives'));

@@ -43,7 +43,7 @@ describe('initApp', () => {
     const sources = made.files.filter((f) => f.endsWith('.ts')).map((f) => read(made.dir, f));
     const imported = sources.flatMap((s) => [...s.matchAll(/from '([^']+)'/g)].map((m) => m[1]!));
     const external = [...new Set(imported.filter((m) => !m.startsWith('.') && !m.startsWith('node:')))].sort();
-    expect(external).toEqual(['pg', 'reservation-saga', 'reservation-saga/worker', 'zod']);
+    expect(external).toEqual(['pg', 'reservation-saga', 'reservation-saga/testing', 'reservation-saga/worker', 'zod']);
     // Relative imports stay inside the app (never a path into the package's sources), with the
     // extension an ES module import needs.
     for (const m of imported.filter((m) => m.startsWith('.'))) expect(m).toMatch(/^\.\.?\/(src\/)?[a-z-]+\.js$/);

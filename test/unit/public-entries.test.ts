@@ -1,7 +1,8 @@
 /**
  * The package's entries as an app loads them: `reservation-saga` (declarations and the client) loads
  * no part of `@temporalio/worker`, whose native module a web service that only starts sagas must not
- * pay for; `reservation-saga/worker` does. Each entry is loaded in a fresh node process.
+ * pay for; `reservation-saga/worker` does; `reservation-saga/testing` does not load `@temporalio/testing`,
+ * which apps need not install. Each entry is loaded in a fresh node process.
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
@@ -26,5 +27,11 @@ describe('the package entries', () => {
 
   it('reservation-saga/worker loads the worker', () => {
     expect(packagesLoadedBy('worker.ts')).toContain('@temporalio/worker');
+  }, 60_000);
+
+  it('reservation-saga/testing loads @temporalio/testing (an optional peer) only when it must download a dev server', () => {
+    const loaded = packagesLoadedBy('testing.ts');
+    expect(loaded).toContain('@temporalio/worker');
+    expect(loaded).not.toContain('@temporalio/testing');
   }, 60_000);
 });

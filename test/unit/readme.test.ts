@@ -323,6 +323,18 @@ describe('the README and docs/', () => {
     expect(problems).toEqual([]);
   });
 
+  it('show as the complete test of a saga the one `saga init` writes, line for line, in under 30 lines', () => {
+    const testing = section(DOCS['docs/library.md']!, '## Testing your sagas');
+    expect(testing, '## Testing your sagas').toBeDefined();
+    const [example] = codeBlocks(testing!).filter((b) => b.lang === 'ts');
+    const scaffold = read('templates/app/test/signup.test.ts');
+    // The scaffold's test after its header comment; the docs' block after its line saying where it lives.
+    const code = scaffold.slice(scaffold.indexOf('*/\n') + 3);
+    expect(example!.body.split('\n')[0]).toMatch(/^\/\/ templates\/app\/test\/signup\.test\.ts: /);
+    expect(example!.body.slice(example!.body.indexOf('\n') + 1)).toBe(code);
+    expect(example!.body.trimEnd().split('\n').length).toBeLessThan(30);
+  });
+
   it('show images that exist and stay small', () => {
     const images = Object.entries(MARKDOWN).flatMap(([file, text]) =>
       [...text.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((m) => ({ file, image: path.join(path.dirname(file), m[1]!) })),

@@ -1,72 +1,38 @@
 /**
- * The order app against real services: PostgreSQL and Redis on their default local addresses, and
- * the Temporal server at TEMPORAL_ADDRESS (with reservation-saga's search attributes: `npx saga
- * setup`, or the dev server started as scripts/test-package starts it). The run makes a database,
- * Redis key prefix and task queue of its own, runs the payment provider and a worker in this process,
- * and removes what it made.
+ * The order app against real services: PostgreSQL and Redis on their default local addresses (or
+ * DATABASE_URL's server and REDIS_URL), and a Temporal dev server of the run's own (from the Temporal
+ * CLI: `temporal` on PATH, or TEMPORAL_CLI). reservation-saga/testing makes the run's database, Redis
+ * key prefix and task queue and runs a worker in this process; the test runs the payment provider on
+ * that database; everything is removed at the end.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { Redis } from 'ioredis';
 import pg from 'pg';
-import { ENTITY_ID_PATTERN, loadConfig, SagaClient, type Config } from 'reservation-saga';
-import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
+import { ENTITY_ID_PATTERN, type SagaClient } from 'reservation-saga';
+import { startTestDatabase, startTestEnvironment, type TestEnvironment } from 'reservation-saga/testing';
 import { migrateOrders } from '../src/migrate';
 import { createProviderServer, ensureProviderSchema, runPaymentProvider } from '../src/provider';
 import { DECLINED_CARD, orderSagas, type OrderInput } from '../src/sagas';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
-if (!TEMPORAL_ADDRESS) throw new Error('set TEMPORAL_ADDRESS to a Temporal server with reservation-saga\'s search attributes (npx saga setup registers them)');
-
-const run = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/orders_example_${run}`;
-let config: Config;
-let pool: pg.Pool;
+let env: TestEnvironment;
 let provider: ReturnType<typeof createProviderServer>;
-let app: AppWorker;
-let running: Promise<void>;
-let client: SagaClient;
+let client: SagaClient<ReturnType<typeof orderSagas>>;
 
 before(async () => {
-  await ensureDatabase(databaseUrl);
-  await migrateOrders(databaseUrl);
-  pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
-  await ensureProviderSchema(pool);
-  provider = createProviderServer({ pool, log: () => {} });
+  env = await startTestEnvironment({ migrate: migrateOrders });
+  // The payment provider keeps its charges in the run's database; the sagas are told where it listens.
+  await ensureProviderSchema(env.pool);
+  provider = createProviderServer({ pool: env.pool, log: () => {} });
   await provider.listen({ host: '127.0.0.1', port: 0 });
   const providerUrl = `http://127.0.0.1:${(provider.server.address() as AddressInfo).port}`;
-  config = loadConfig({
-    TEMPORAL_ADDRESS,
-    TEMPORAL_TASK_QUEUE: `orders-example-${run}`,
-    DATABASE_URL: databaseUrl,
-    REDIS_KEY_PREFIX: `orders-example:${run}:`,
-    INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
-    SAGA_CODEC_KEYS: `k1:${randomBytes(32).toString('base64')}`,
-  });
-  const sagas = orderSagas({ paymentProvider: { url: providerUrl, timeoutMs: 5000 } });
-  app = await createWorker({ sagas, config });
-  running = app.worker.run();
-  client = await SagaClient.connect({ sagas, config });
+  client = await env.startWorker(orderSagas({ paymentProvider: { url: providerUrl, timeoutMs: 5000 } }));
 });
 
 after(async () => {
-  await client?.close();
-  app?.worker.shutdown();
-  await running;
-  await app?.close();
   await provider?.close();
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS orders_example_${run} WITH (FORCE)`);
-  await admin.end();
-  const redis = new Redis('redis://127.0.0.1:6379');
-  for await (const keys of redis.scanStream({ match: `orders-example:${run}:*`, count: 500 }) as AsyncIterable<string[]>) {
-    if (keys.length > 0) await redis.del(...keys);
-  }
-  redis.disconnect();
+  await env?.stop();
 });
 
 const order = (overrides: Partial<OrderInput> = {}): OrderInput => ({
@@ -86,7 +52,7 @@ void describe('the order app', () => {
     assert.equal(final.outcome, 'COMPLETED');
     // The id the order is handed out by is opaque; the row is found by its intent.
     assert.match(final.entityId ?? '', ENTITY_ID_PATTERN);
-    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM orders WHERE intent_key = $1', [started.intentKey]);
+    const { rows } = await env.pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM orders WHERE intent_key = $1', [started.intentKey]);
     assert.deepEqual(rows, [{ status: 'COMPLETED', amount_cents: '2500' }]);
   });
 
@@ -119,7 +85,7 @@ void describe('the order app', () => {
     const cancel = await client.start('order-cancel', { order: entityId }, { idempotencyKey: `c-${randomUUID()}` });
 
     assert.equal((await client.result(cancel.workflowId)).outcome, 'COMPLETED');
-    const { rows } = await pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1', [created.intentKey]);
+    const { rows } = await env.pool.query<{ cancelled: boolean }>('SELECT cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1', [created.intentKey]);
     assert.deepEqual(rows, [{ cancelled: true }]);
   });
 
@@ -136,7 +102,7 @@ void describe('the order app', () => {
     const reordered = await client.result(again.workflowId);
     assert.equal(reordered.outcome, 'COMPLETED');
     assert.notEqual(reordered.entityId, entityId);
-    const { rows } = await pool.query<{ status: string; cancelled: boolean }>('SELECT status, cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1 ORDER BY id', [created.intentKey]);
+    const { rows } = await env.pool.query<{ status: string; cancelled: boolean }>('SELECT status, cancelled_at IS NOT NULL AS cancelled FROM orders WHERE intent_key = $1 ORDER BY id', [created.intentKey]);
     assert.deepEqual(rows, [
       { status: 'RELEASED', cancelled: true },
       { status: 'COMPLETED', cancelled: false },
@@ -146,30 +112,28 @@ void describe('the order app', () => {
 
 void describe('the payment provider process', () => {
   void it('outlives PostgreSQL ending its idle connection, and answers on a new one', { timeout: 30_000 }, async () => {
-    const providerDatabase = `orders_example_${run}_provider`;
-    const providerUrl = `postgres://postgres@127.0.0.1:5432/${providerDatabase}`;
-    await ensureDatabase(providerUrl);
+    const database = await startTestDatabase({ migrate: false });
     let heard: (line: string) => void = () => {};
     const connectionLost = new Promise<string>((resolve) => (heard = resolve));
     const log = (line: string) => {
       if (line.includes('connection lost')) heard(line);
     };
-    const provider = await runPaymentProvider({ databaseUrl: providerUrl, host: '127.0.0.1', port: 0, log });
+    const provider = await runPaymentProvider({ databaseUrl: database.url, host: '127.0.0.1', port: 0, log });
     const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
     await admin.connect();
     try {
-      const list = () => fetch(`${provider.url}/v1/charges?reference=r-${run}`);
+      const list = () => fetch(`${provider.url}/v1/charges?reference=r-${randomUUID()}`);
       assert.equal((await list()).status, 200); // its pool now holds an idle connection
 
-      const { rows } = await admin.query<{ ended: boolean }>('SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = $1', [providerDatabase]);
+      const { rows } = await admin.query<{ ended: boolean }>('SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = $1', [database.name]);
       assert.ok(rows.length > 0 && rows.every((r) => r.ended), 'PostgreSQL ended the provider\'s connections');
       // The pool hears of it as an error event (which, unheard, would end this process).
       assert.match(await connectionLost, /^payment provider: PostgreSQL connection lost: /);
       assert.equal((await list()).status, 200);
     } finally {
       await provider.close();
-      await admin.query(`DROP DATABASE IF EXISTS ${providerDatabase} WITH (FORCE)`);
       await admin.end();
+      await database.stop();
     }
   });
 });

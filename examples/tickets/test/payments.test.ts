@@ -13,18 +13,17 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { ensureDatabase } from 'reservation-saga/worker';
+import type pg from 'pg';
+import { startTestDatabase, type TestDatabase } from 'reservation-saga/testing';
 import { KeyInUseError, KeyVoidedError, PaymentRefusedError, PaymentsClient, ServiceRequestError } from '../src/services/client';
 import { createPaymentServer, DECLINED_CARD, PAYMENTS_SCHEMA_SQL, type PaymentEvent } from '../src/services/payments';
 import { signPayment, verifyPaymentSignature } from '../src/services/signature';
 
-const database = `tickets_payments_test_${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/${database}`;
 const SECRET = `whsec_${randomBytes(16).toString('hex')}`;
 const CARD = '4242424242424242';
 const SLOW_MS = 1000;
 
+let database: TestDatabase;
 let pool: pg.Pool;
 let server: FastifyInstance;
 let port: number;
@@ -69,8 +68,9 @@ async function startServer(onPort: number): Promise<FastifyInstance> {
 }
 
 before(async () => {
-  await ensureDatabase(databaseUrl);
-  pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+  // A database of the test's own, empty: the payment service's schema is what is tested here.
+  database = await startTestDatabase({ migrate: false });
+  pool = database.pool;
   await pool.query(PAYMENTS_SCHEMA_SQL);
   await pool.query(PAYMENTS_SCHEMA_SQL); // idempotent
   receiver = createServer((req, res) => {
@@ -98,11 +98,7 @@ after(async () => {
   await server?.close();
   receiver?.closeAllConnections();
   await new Promise((resolve) => (receiver ? receiver.close(resolve) : resolve(undefined)));
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.end();
+  await database?.stop();
 });
 
 const key = (what: string) => `${what}-${randomUUID()}`;

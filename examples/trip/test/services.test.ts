@@ -4,20 +4,19 @@
  * and a release of a key no hold was made with voids it. Needs PostgreSQL only.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
-import { ensureDatabase } from 'reservation-saga/worker';
+import type pg from 'pg';
+import { startTestDatabase, type TestDatabase } from 'reservation-saga/testing';
 import { migrateTrip } from '../src/migrate';
 import { addSeats, createAirlineServer } from '../src/services/airline';
 import { HoldRefusedError, HoldServiceClient, KeyInUseError, KeyVoidedError } from '../src/services/client';
 
-const database = `trip_services_test_${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/${database}`;
 const SLOW_MS = 1500;
 
+let database: TestDatabase;
 let pool: pg.Pool;
 let server: FastifyInstance;
 let airline: HoldServiceClient;
@@ -25,9 +24,8 @@ let airline: HoldServiceClient;
 let impatient: HoldServiceClient;
 
 before(async () => {
-  await ensureDatabase(databaseUrl);
-  await migrateTrip(databaseUrl);
-  pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+  database = await startTestDatabase({ migrate: migrateTrip });
+  pool = database.pool;
   server = createAirlineServer({ pool, holdDelayMs: (body) => (body.flight.startsWith('SL') ? SLOW_MS : 0) });
   await server.listen({ host: '127.0.0.1', port: 0 });
   const baseUrl = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
@@ -37,11 +35,7 @@ before(async () => {
 
 after(async () => {
   await server?.close();
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.end();
+  await database?.stop();
 });
 
 let flights = 0;

@@ -1,19 +1,18 @@
 /**
- * The trip app against real services: PostgreSQL and Redis on their default local addresses, and
- * the Temporal server at TEMPORAL_ADDRESS, started with reservation-saga's search attributes (see
- * README.md). The run makes a database, Redis key prefix and task queue of its own, runs the hotel,
- * the airline and a worker in this process, and removes what it made.
+ * The trip app against real services: PostgreSQL and Redis on their default local addresses (or
+ * DATABASE_URL's server and REDIS_URL), and a Temporal dev server of the run's own (from the Temporal
+ * CLI: `temporal` on PATH, or TEMPORAL_CLI). reservation-saga/testing makes the run's database, Redis
+ * key prefix and task queue and runs a worker in this process; the test runs the hotel and the
+ * airline on that database; everything is removed at the end.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
-import pg from 'pg';
-import { ENTITY_ID_PATTERN, loadConfig, SagaClient, type Config } from 'reservation-saga';
-import { createWorker, ensureDatabase, type AppWorker } from 'reservation-saga/worker';
+import { ENTITY_ID_PATTERN, type SagaClient } from 'reservation-saga';
+import { startTestEnvironment, type TestEnvironment } from 'reservation-saga/testing';
 import { migrateTrip } from '../src/migrate';
 import { DECLINED_CARD, tripSagas, type TripInput } from '../src/sagas';
 import { TRIP_DEADLINE_MS } from '../src/trip';
@@ -21,19 +20,6 @@ import { addSeats, createAirlineServer } from '../src/services/airline';
 import { HoldServiceClient } from '../src/services/client';
 import { addRooms, createHotelServer } from '../src/services/hotel';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
-if (!TEMPORAL_ADDRESS) {
-  throw new Error(
-    'set TEMPORAL_ADDRESS to a Temporal server started with reservation-saga\'s search attributes, e.g. ' +
-      '`temporal server start-dev --search-attribute SagaType=Keyword --search-attribute SagaPhase=Keyword ' +
-      '--search-attribute SagaOutcome=Keyword --search-attribute IntentKey=Keyword` (see README.md)',
-  );
-}
-
-const run = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-const database = `trip_test_${run}`;
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/${database}`;
-const keyPrefix = `trip-test:${run}:`;
 /** A call to the hotel or the airline gives up after this long (the step is retried with its key). */
 const CALL_TIMEOUT_MS = 1500;
 /** How long the airline takes to hold a seat on a slow flight. */
@@ -41,22 +27,22 @@ const slowFlights = new Map<string, number>();
 /** The airline's first processing of each hold: `started` and `settled`, with the flight. */
 const airlineHolds = new EventEmitter();
 
-let pool: pg.Pool;
+let env: TestEnvironment;
 let hotelServer: FastifyInstance;
 let airlineServer: FastifyInstance;
 let hotel: HoldServiceClient;
 let airline: HoldServiceClient;
-let app: AppWorker;
-let running: Promise<void>;
-let client: SagaClient;
+let client: SagaClient<ReturnType<typeof tripSagas>>;
 
 before(async () => {
-  await ensureDatabase(databaseUrl);
-  await migrateTrip(databaseUrl);
-  pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
-  hotelServer = createHotelServer({ pool });
+  env = await startTestEnvironment({
+    migrate: migrateTrip,
+    // Short beats, so that a cancellation reaches a step waiting on a slow service within a second.
+    settings: { HEARTBEAT_INTERVAL_MS: '200', HEARTBEAT_TIMEOUT_MS: '1000', LEASE_MS: '5000' },
+  });
+  hotelServer = createHotelServer({ pool: env.pool });
   airlineServer = createAirlineServer({
-    pool,
+    pool: env.pool,
     holdDelayMs: (body) => slowFlights.get(body.flight) ?? 0,
     hooks: {
       holdStarted: (_key, body) => airlineHolds.emit('started', body.flight),
@@ -70,45 +56,13 @@ before(async () => {
   const services = { hotelUrl: await urlOf(hotelServer), airlineUrl: await urlOf(airlineServer), timeoutMs: CALL_TIMEOUT_MS };
   hotel = new HoldServiceClient({ name: 'hotel', baseUrl: services.hotelUrl, timeoutMs: 5000 });
   airline = new HoldServiceClient({ name: 'airline', baseUrl: services.airlineUrl, timeoutMs: 5000 });
-
-  const config: Config = loadConfig({
-    TEMPORAL_ADDRESS,
-    TEMPORAL_TASK_QUEUE: `trip-test-${run}`,
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: 'redis://127.0.0.1:6379',
-    REDIS_KEY_PREFIX: keyPrefix,
-    INTENT_KEY_SECRET: randomBytes(32).toString('base64'),
-    SAGA_CODEC_KEYS: `k1:${randomBytes(32).toString('base64')}`,
-    // Short beats, so that a cancellation reaches a step waiting on a slow service within a second.
-    HEARTBEAT_INTERVAL_MS: '200',
-    HEARTBEAT_TIMEOUT_MS: '1000',
-    LEASE_MS: '5000',
-  });
-  const sagas = tripSagas({ services });
-  app = await createWorker({ sagas, config });
-  running = app.worker.run();
-  client = await SagaClient.connect({ sagas, config });
+  client = await env.startWorker(tripSagas({ services }));
 });
 
 after(async () => {
-  await client?.close();
-  if (app) {
-    app.worker.shutdown();
-    await running;
-    await app.close();
-  }
   await hotelServer?.close();
   await airlineServer?.close();
-  await pool?.end();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-  await admin.end();
-  const redis = new Redis('redis://127.0.0.1:6379');
-  for await (const keys of redis.scanStream({ match: `${keyPrefix}*`, count: 500 }) as AsyncIterable<string[]>) {
-    if (keys.length > 0) await redis.del(...keys);
-  }
-  redis.disconnect();
+  await env?.stop();
 });
 
 let places = 0;
@@ -117,8 +71,8 @@ let places = 0;
 async function newPlaces(seats = 5): Promise<{ hotel: string; flight: string }> {
   places++;
   const place = { hotel: `hotel-${places}`, flight: `TT${100 + places}` };
-  await addRooms(pool, place.hotel, 5);
-  await addSeats(pool, place.flight, seats);
+  await addRooms(env.pool, place.hotel, 5);
+  await addSeats(env.pool, place.flight, seats);
   return place;
 }
 
@@ -139,7 +93,7 @@ const seatsFree = async (place: { flight: string }) => (await airline.get(`/v1/f
 const holdStatuses = async (service: HoldServiceClient, workflowId: string) => (await service.holds(workflowId)).map((h) => h.status);
 
 async function charge(workflowId: string): Promise<{ status: string; amount_cents: string; refunded_by: string | null } | undefined> {
-  const { rows } = await pool.query<{ status: string; amount_cents: string; refunded_by: string | null }>(
+  const { rows } = await env.pool.query<{ status: string; amount_cents: string; refunded_by: string | null }>(
     'SELECT status, amount_cents, refunded_by FROM charges WHERE charge_key = $1',
     [`${workflowId}:chargeCard`],
   );
@@ -158,7 +112,7 @@ void describe('the trip app', () => {
 
     assert.equal(final.outcome, 'COMPLETED');
     assert.match(final.entityId ?? '', ENTITY_ID_PATTERN);
-    const { rows } = await pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM trips WHERE intent_key = $1', [started.intentKey]);
+    const { rows } = await env.pool.query<{ status: string; amount_cents: string }>('SELECT status, amount_cents FROM trips WHERE intent_key = $1', [started.intentKey]);
     assert.deepEqual(rows, [{ status: 'COMPLETED', amount_cents: '84900' }]);
     assert.deepEqual(await holdStatuses(hotel, started.workflowId), ['HELD']);
     assert.deepEqual(await holdStatuses(airline, started.workflowId), ['HELD']);
@@ -269,7 +223,7 @@ void describe('the trip app', () => {
     assert.equal(await roomsFree(place), 5);
     assert.equal(await seatsFree(place), 5);
     assert.deepEqual(await charge(booked.workflowId), { status: 'REFUNDED', amount_cents: '84900', refunded_by: cancel.workflowId });
-    const { rows } = await pool.query<{ cancelled: boolean; status: string }>('SELECT cancelled_at IS NOT NULL AS cancelled, status FROM trips WHERE intent_key = $1', [booked.intentKey]);
+    const { rows } = await env.pool.query<{ cancelled: boolean; status: string }>('SELECT cancelled_at IS NOT NULL AS cancelled, status FROM trips WHERE intent_key = $1', [booked.intentKey]);
     assert.deepEqual(rows, [{ cancelled: true, status: 'RELEASED' }]);
 
     // The cancelled trip is released: cancelling it again finds no trip, and nothing is released or refunded twice.
@@ -284,7 +238,7 @@ void describe('the trip app', () => {
     const rebooked = await client.result(again.workflowId);
     assert.equal(rebooked.outcome, 'COMPLETED');
     assert.notEqual(rebooked.entityId, entityId);
-    const trips = await pool.query<{ status: string }>('SELECT status FROM trips WHERE intent_key = $1 ORDER BY id', [booked.intentKey]);
+    const trips = await env.pool.query<{ status: string }>('SELECT status FROM trips WHERE intent_key = $1 ORDER BY id', [booked.intentKey]);
     assert.deepEqual(trips.rows, [{ status: 'RELEASED' }, { status: 'COMPLETED' }]);
     assert.equal(await roomsFree(place), 4);
   });
