@@ -105,11 +105,12 @@ describe('startTestEnvironment', () => {
     await env.stop(); // a second call does nothing
   });
 
+  // TAP named, not left to the default: Node 20 reports TAP to a pipe, Node 22 and 24 the spec reporter.
   it('leaves nothing behind after a node:test file whose test body failed', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'rs-testing-'));
     const report = path.join(dir, 'run.json');
     try {
-      const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--test', 'test/fixtures/testing-failing-body.ts'], {
+      const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', 'test/fixtures/testing-failing-body.ts'], {
         cwd: ROOT,
         env: { ...process.env, TEMPORAL_CLI: inject('temporalCli'), TESTING_REPORT: report },
       }).then(
@@ -128,7 +129,7 @@ describe('startTestEnvironment', () => {
   });
 
   it('runs the docs\' example: the scaffold\'s test/signup.test.ts passes, as node --test runs it', async () => {
-    const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--test', 'test/signup.test.ts'], {
+    const run = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', 'test/signup.test.ts'], {
       cwd: path.join(ROOT, 'templates/app'),
       env: { ...process.env, TEMPORAL_CLI: inject('temporalCli') },
     }).then(
