@@ -188,13 +188,26 @@ export async function withIdempotency<T>(
  * answer from the store. The compensation's tombstone turns STARTED into TOMBSTONE: no later attempt
  * calls, and an attempt that was on the network cannot record over it (its UPDATE matches nothing).
  */
-const START = `INSERT INTO idempotency_store (scope, key, request_hash, status)
-VALUES ($1::text, $2::text, $3::text, 'STARTED')
-ON CONFLICT (scope, key) DO NOTHING`;
+// One statement, one round trip: the record inserted, or the one found. A record committed by a
+// concurrent attempt after this statement's snapshot is in neither half (the insert conflicts, the
+// select cannot see it): no row comes back, and the caller asks again with a new snapshot.
+const START = `WITH inserted AS (
+  INSERT INTO idempotency_store (scope, key, request_hash, status)
+  VALUES ($1::text, $2::text, $3::text, 'STARTED')
+  ON CONFLICT (scope, key) DO NOTHING
+  RETURNING request_hash, status, response
+)
+SELECT request_hash, status, response FROM inserted
+UNION ALL
+SELECT request_hash, status, response FROM idempotency_store
+WHERE scope = $1::text AND key = $2::text AND NOT EXISTS (SELECT FROM inserted)`;
 
+// RETURNING answers the common case in the same round trip; no row back means the record was no
+// longer STARTED (an outcome a concurrent attempt recorded, or the compensation's tombstone), read then.
 const FINISH = `UPDATE idempotency_store
 SET status = $3::text, response = $4::jsonb, updated_at = clock_timestamp()
-WHERE scope = $1::text AND key = $2::text AND status = 'STARTED'`;
+WHERE scope = $1::text AND key = $2::text AND status = 'STARTED'
+RETURNING status, response`;
 
 const TOMBSTONE_STARTED = `UPDATE idempotency_store
 SET status = 'TOMBSTONE', updated_at = clock_timestamp()
@@ -218,10 +231,9 @@ export async function startExternal(pool: pg.Pool, input: Omit<IdempotencyInput,
   const key = checkText(input.key, 'key');
   const hash = requestHash(input.payload);
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-    await runQuery(pool, 'startExternal', START, [scope, key, hash]);
-    const { rows } = await runQuery<{ request_hash: string; status: string; response: unknown }>(pool, 'startExternal', READ, [scope, key]);
+    const { rows } = await runQuery<{ request_hash: string; status: string; response: unknown }>(pool, 'startExternal', START, [scope, key, hash]);
     const record = rows[0];
-    if (!record) continue; // purged in between
+    if (!record) continue; // committed after the statement's snapshot, or purged in between
     if (record.request_hash !== hash) throw new IdempotencyKeyReuseError(scope, key);
     if (record.status === 'TOMBSTONE') throw new IdempotencyKeyTombstonedError(scope, key);
     if (record.status === 'STARTED') return { status: 'STARTED' };
@@ -247,9 +259,8 @@ export async function finishExternal(
   const scope = checkText(input.scope, 'scope');
   const key = checkText(input.key, 'key');
   const encoded = encodeResponse(input.response);
-  await runQuery(pool, 'finishExternal', FINISH, [scope, key, input.status, encoded]);
-  const { rows } = await runQuery<{ status: string; response: unknown }>(pool, 'finishExternal', READ, [scope, key]);
-  const record = rows[0];
+  const finished = await runQuery<{ status: string; response: unknown }>(pool, 'finishExternal', FINISH, [scope, key, input.status, encoded]);
+  const record = finished.rows[0] ?? (await runQuery<{ status: string; response: unknown }>(pool, 'finishExternal', READ, [scope, key])).rows[0];
   if (record?.status === 'TOMBSTONE') return { status: 'TOMBSTONE' };
   if (record?.status === 'COMPLETED' || record?.status === 'FAILED') return { status: record.status, response: record.response };
   throw new IdempotencyRecordStateError(scope, key, record?.status ?? 'absent');
