@@ -24,10 +24,11 @@ import { orderSaga } from '../test/fixtures/orders';
 
 /**
  * What one order saga runs: planSaga and reserveIntent as local activities (confirming the gate's
- * reservation), then writeEntity, finalizeEntity, one runStep per step and completeEntity.
+ * reservation), then writeEntity (which registers the row and promotes the reservation) and one
+ * runStep per step, the last of which, in PostgreSQL, completes the row (patch write-registers).
  */
 const SAGA_LOCAL_ACTIVITIES = 2;
-const SAGA_ACTIVITIES = 3 + orderSaga.steps.length;
+const SAGA_ACTIVITIES = 1 + orderSaga.steps.length;
 const CONTENDERS = {
   baseline: 'hand-written workflow (same business I/O)',
   bare: `bare workflow (${SAGA_LOCAL_ACTIVITIES} local + ${SAGA_ACTIVITIES} no-op activities)`,

@@ -113,12 +113,20 @@ export interface StepRequest extends Owner {
    * requests scheduled by earlier versions.
    */
   created?: { entityId: string; results: Record<string, unknown> };
+  /**
+   * For the last step of a creation (write-registers): a step in our database also marks the row
+   * COMPLETED, fenced, in its own transaction, and answers `completed`. Ignored by an external step,
+   * whose effect no transaction of ours can take in: the saga completes the row after it.
+   */
+  completes?: boolean;
 }
 
-/** What a step of an entity operation answers: also its recorded result, for the steps after it. */
+/** What a step answers: also its recorded result, for the steps after it. */
 export interface OperationStepResult {
   replayed: boolean;
   response: unknown;
+  /** The step marked the creation's row COMPLETED in its own transaction (see StepRequest.completes). */
+  completed?: true;
 }
 
 /** Result of the fenced write. */
@@ -211,6 +219,22 @@ export function createSagaActivities({
     }
   };
 
+  /**
+   * Finalise's second half, once the row is REGISTERED: the reservation is promoted to the entity's
+   * marker. If the lease expired in between, PostgreSQL still says we own the entity, so Redis is repaired.
+   */
+  const promote = async (def: SagaType<unknown>, req: Owner) => {
+    const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, existsTtlMs });
+    if (finalized.status === 'FREED') {
+      // A late attempt: the saga was undone meanwhile (the row's undo refuses a second REGISTERED).
+      throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
+    }
+    if (finalized.status === 'LOST') {
+      metrics?.leaseLost(req.intentKey);
+      await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionTag: sessionTag(req.sessionId) });
+    }
+  };
+
   /** Read-repair: PostgreSQL holds a registered entity; make Redis know it, and let go of our lock. */
   const repairDuplicate = async (owner: Owner, existing: { lastFencingToken: string; sessionId: string }) => {
     await markEntityExists(gate, creation(owner.type).table, owner.intentKey, entityOwnerOf(existing));
@@ -275,12 +299,25 @@ export function createSagaActivities({
      * Writes the fenced row in one transaction that may run long. Every heartbeat extends the lease;
      * a lost lease (or a cancellation) aborts the work and rolls the transaction back.
      */
-    async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings; createdBy?: string }): Promise<WriteOutcome> {
+    async writeEntity(req: Owner & { payload: unknown; timings: SagaTimings; createdBy?: string; register?: boolean }): Promise<WriteOutcome> {
       const def = creation(req.type);
       const { input } = resolve(req.type, req.payload);
-      const sagaKey = Context.current().info.workflowExecution?.workflowId;
+      const { workflowExecution, attempt } = Context.current().info;
+      const sagaKey = workflowExecution?.workflowId;
       if (sagaKey === undefined) throw nonRetryable(ErrorType.INVALID_INPUT, 'writeEntity runs only as an activity of a saga');
       const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, leaseMs: req.timings.leaseMs };
+      if (req.register === true && attempt > 1) {
+        /* A retry of a write that registers: an earlier attempt may have committed the row REGISTERED
+           and then lost its reply, or failed to promote the reservation. Its lease is gone by now
+           (promoted, or run out), so the lease check below would refuse the saga's own entity:
+             A: write + register, COMMIT; promote: Redis away      A: retry: LEASE_LOST, compensates
+           Our token's registered row is ours: only the promotion is left to do (it repairs a lost lease). */
+        const row = await def.table.find(pool, req.intentKey);
+        if (row && row.lastFencingToken === req.fencingToken && (row.status === 'REGISTERED' || row.status === 'COMPLETED')) {
+          await promote(def, req);
+          return { status: 'WRITTEN', entityId: encodeEntityId(intentSecret, def.table.table, row.id) };
+        }
+      }
       // A retry after the lease expired must not write: withLease checks ownership before anything else.
       const outcome = await withLease(rms, lease, req.timings.heartbeatIntervalMs, async (signal): Promise<WriteOutcome> => {
         const tx = await pool.connect();
@@ -306,6 +343,11 @@ export function createSagaActivities({
             return { status: 'DUPLICATE' };
           }
           await def.writeWork?.(tx, input, signal);
+          if (req.register === true) {
+            // Finalise's first half in the write's transaction: the row commits REGISTERED, never PROCESSING.
+            const marked = await def.table.markRegistered(tx, req);
+            if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
+          }
           // The last word before COMMIT: is the lease still ours? (The row's fence covers the rest.)
           signal.throwIfAborted();
           await confirmLease(rms, lease, { metrics });
@@ -320,7 +362,10 @@ export function createSagaActivities({
         if (err instanceof ApplicationFailure && err.type === ErrorType.LEASE_LOST) await endedWithoutLease(req);
         throw err;
       });
-      if (outcome.status === 'WRITTEN') {
+      if (outcome.status === 'WRITTEN' && req.register === true) {
+        // Registered: the reservation is promoted now, by the attempt that still holds the lease.
+        await promote(def, req);
+      } else if (outcome.status === 'WRITTEN') {
         /* Written, not yet finalised: no heartbeat keeps the lease until finalise promotes it, and a
            worker may take a while to run that (workers killed or paused right after the write). The
            lease is kept as long as the gate's pickup lease meanwhile, or another request could take
@@ -341,15 +386,7 @@ export function createSagaActivities({
       const def = creation(req.type);
       const marked = await def.table.markRegistered(pool, req);
       if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `the row could not be registered: ${marked.status}`);
-      const finalized = await rms.finalize({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: req.fencingToken, existsTtlMs });
-      if (finalized.status === 'FREED') {
-        // A late attempt: the saga was undone meanwhile (the row's undo refuses a second REGISTERED).
-        throw nonRetryable(ErrorType.FENCED_OUT, 'the entity was undone and its intent freed before this attempt finalised');
-      }
-      if (finalized.status === 'LOST') {
-        metrics?.leaseLost(req.intentKey);
-        await markEntityExists(gate, def.table, req.intentKey, { fencingToken: req.fencingToken, sessionTag: sessionTag(req.sessionId) });
-      }
+      await promote(def, req);
     },
 
     /** Marks the row COMPLETED (fenced). */
@@ -522,11 +559,19 @@ export function createSagaActivities({
       const own = recorded(kind, req.name);
       try {
         if (isExternalStep(handler)) return await runExternal(own, handler, { ...ctx, idempotencyKey: own.key, keyOf: (step) => recorded('step', step).key });
+        // The last step of a creation completes the row with its effect, fenced: both commit, or neither.
+        const completes = kind === 'step' && req.completes === true && !operation;
         const { replayed, result } = await withIdempotency(pool, { ...own, signal }, async (tx) => {
           await claimed?.(tx);
-          return handler(tx, ctx);
+          const result = await handler(tx, ctx);
+          if (completes) {
+            const marked = await def.table.markCompleted(tx, req);
+            if (marked.status !== 'OK') throw nonRetryable(ErrorType.FENCED_OUT, `${req.name}: the row could not be completed: ${marked.status}`);
+          }
+          return result;
         });
-        return { replayed, response: result ?? null };
+        // A replayed step answers from its record alone: the saga completes the row itself (a no-op when done).
+        return { replayed, response: result ?? null, ...(completes && !replayed ? { completed: true as const } : {}) };
       } catch (err) {
         if (err instanceof StepRejectedError) throw nonRetryable(ErrorType.STEP_REJECTED, `${req.name}: ${err.message} (${err.reason})`, err);
         if (err instanceof CompensationRefusedError) {

@@ -13,7 +13,9 @@
  *
  * The commands (fc.commands, run by fc.asyncModelRun):
  * - arrive: a saga's request comes in; from then on its workflow goes on by itself, as the real one
- *   does (gate → confirm → write → finalize → complete; a write or finalize that fails, or a later
+ *   does (gate → confirm → write → finalize → complete, or, for every other saga, the write that
+ *   registers its row and promotes the reservation in one activity, as sagas since write-registers
+ *   do, then complete; a write or finalize that fails, or a later
  *   step that fails, leads to undo = markCompensated, then free, then release; completing is only
  *   ever retried);
  * - step: the scheduler lets one parked call go;
@@ -150,6 +152,10 @@ interface Saga {
   stage: Stage;
   /** Whether one of the remaining steps (after finalize) fails, so the saga compensates. */
   stepFails: boolean;
+  /** Whether its write registers the row and promotes the reservation itself (write-registers): no finalizeEntity. */
+  registers: boolean;
+  /** Attempts started per activity, for the attempt number a retry runs as. */
+  attempts: Partial<Record<ActivityName, number>>;
   token?: string;
   /** The attempt the workflow waits for. */
   attempt?: Attempt;
@@ -172,6 +178,8 @@ interface Attempt {
   inTx: boolean;
   /** What the open transaction's writeFenced answered. */
   txWrite?: string;
+  /** The token the open transaction's markRegistered said OK for: registered once it commits. */
+  txRegistered?: string;
   /** An undo whose markCompensated said OK and whose free has not run yet: the token it will free. */
   freeing?: string;
 }
@@ -237,6 +245,8 @@ class World {
         intent: index % INTENTS,
         stage: 'new',
         stepFails: false,
+        registers: Math.floor(index / INTENTS) % 2 === 1,
+        attempts: {},
       })),
       intents: Array.from({ length: INTENTS }, (_, i) => ({
         key: intentKey(orderSaga.scope, { model: nonce, intent: i }, TEST_INTENT_SECRET),
@@ -365,7 +375,9 @@ class World {
     saga.attempt = attempt;
     this.model.attempts.push(attempt);
     const owner = { type: orderSaga.type, intentKey: this.intentOf(saga).key, sessionId: saga.sessionId, fencingToken: saga.token ?? '' };
-    const env = new MockActivityEnvironment(undefined, { logger: quietLogger });
+    const number = (saga.attempts[activity] ?? 0) + 1;
+    saga.attempts[activity] = number;
+    const env = new MockActivityEnvironment({ attempt: number }, { logger: quietLogger });
     const acts = this.activities;
     const run = (): Promise<unknown> => {
       switch (activity) {
@@ -377,7 +389,7 @@ class World {
         case 'reserveIntent':
           return env.run(() => acts.reserveIntent({ type: owner.type, intentKey: owner.intentKey, sessionId: owner.sessionId, leaseMs: LEASE_MS }));
         case 'writeEntity':
-          return env.run(() => acts.writeEntity({ ...owner, payload, timings }));
+          return env.run(() => acts.writeEntity({ ...owner, payload, timings, ...(saga.registers ? { register: true } : {}) }));
         case 'finalizeEntity':
           return env.run(() => acts.finalizeEntity(owner));
         case 'completeEntity':
@@ -439,7 +451,7 @@ class World {
         }
         return;
       case 'writeEntity':
-        if (value?.status === 'WRITTEN') saga.stage = 'written';
+        if (value?.status === 'WRITTEN') saga.stage = saga.registers ? 'registered' : 'written';
         else this.end(saga, 'REJECTED DUPLICATE');
         return;
       case 'finalizeEntity':
@@ -609,7 +621,9 @@ class World {
         }
         if (result.status === 'OK') {
           const intent = this.intentByKey(input.intentKey);
-          if (name === 'markRegistered') intent.registered.add(token);
+          // Inside the write's transaction (write-registers): registered only once it commits.
+          if (name === 'markRegistered' && attempt.inTx) attempt.txRegistered = token;
+          else if (name === 'markRegistered') intent.registered.add(token);
           if (name === 'markCompensated' || name === 'markFailed') intent.registered.delete(token);
           if (name === 'markCompensated' && attempt.activity === 'undoEntity' && attempt.freeing === undefined) {
             attempt.freeing = token;
@@ -653,11 +667,13 @@ class World {
     const connect = async () => {
       const client = await pool.connect();
       let open = false;
-      const end = (attempt: Attempt | undefined) => {
+      const end = (attempt: Attempt | undefined, committed = false) => {
         open = false;
         if (attempt) {
+          if (committed && attempt.txRegistered !== undefined) this.intentOf(attempt.saga).registered.add(attempt.txRegistered);
           attempt.inTx = false;
           attempt.txWrite = undefined;
+          attempt.txRegistered = undefined;
         }
       };
       const query = async (...args: unknown[]) => {
@@ -673,10 +689,13 @@ class World {
         }
         if (text === 'BEGIN') open = true;
         else if (open && attempt && text !== 'COMMIT' && text !== 'ROLLBACK') attempt.inTx = true;
+        let answered = false;
         try {
-          return await (client.query as (...a: unknown[]) => Promise<unknown>).apply(client, args);
+          const result = await (client.query as (...a: unknown[]) => Promise<unknown>).apply(client, args);
+          answered = true;
+          return result;
         } finally {
-          if (text === 'COMMIT' || text === 'ROLLBACK') end(attempt);
+          if (text === 'COMMIT' || text === 'ROLLBACK') end(attempt, answered && text === 'COMMIT');
         }
       };
       const release = (...args: unknown[]) => {

@@ -232,8 +232,9 @@ async function main(): Promise<number> {
     mkdirSync(SHOTS, { recursive: true });
 
     // Local activities are markers in the history, not activity tasks; the UI lists them as "Local Activity".
-    const reserved = ['planSaga (local)', 'reserveIntent (local)', 'writeEntity', 'finalizeEntity'];
-    const completedTrail = [...reserved, 'runStep', 'runStep', 'completeEntity'];
+    // The write registers the row; the last step, in our database, completes it (write-registers).
+    const reserved = ['planSaga (local)', 'reserveIntent (local)', 'writeEntity'];
+    const completedTrail = [...reserved, 'runStep', 'runStep'];
     // retry-1 was started through the gate, plain-client by the Temporal CLI (the saga reserved by itself).
     for (const id of ['retry-1', 'long-write', 'plain-client']) {
       const saga = byId(id);

@@ -11,7 +11,17 @@ import { createDataConverter, parseCodecKeys } from '../../src/codec';
 import { FAILURE_CONVERTER_PATH } from '../../src/codec';
 import { tracingWorkflowInterceptorModules, WORKFLOW_INTERCEPTOR_MODULES } from '../../src/worker';
 import { TEST_CODEC_KEYS } from '../helpers/secrets';
-import { FOLDED_PATCHES_PATCH, FORWARD_PATCH, GATE_PATCH, MEMO_STEPS_PATCH, PLAN_BEFORE_CANCEL_PATCH, REDRIVE_CANCELLED_PATCH, STEP_HEARTBEAT_PATCH } from '../../src/workflows/reservation-saga';
+import {
+  FOLDED_AGAIN_PATCH,
+  FOLDED_PATCHES_PATCH,
+  FORWARD_PATCH,
+  GATE_PATCH,
+  MEMO_STEPS_PATCH,
+  PLAN_BEFORE_CANCEL_PATCH,
+  REDRIVE_CANCELLED_PATCH,
+  REJECTED_AT_WRITE_PATCH,
+  STEP_HEARTBEAT_PATCH,
+} from '../../src/workflows/reservation-saga';
 
 // Histories recorded from real sagas (scripts/record-histories.ts). A change to workflow code that
 // would break sagas already running makes these replays fail with a determinism error.
@@ -23,6 +33,13 @@ const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
  * kept as `pre-folded-<shape>` beside the shape recorded again since.
  */
 const FOLDED_SHAPES = files.filter((f) => f.startsWith('pre-folded-')).map((f) => f.replace(/^pre-folded-(.*)\.json$/, '$1'));
+
+/**
+ * The shapes of reservationSaga as recorded before write-registers (and folded-patches-2, which took
+ * the patches since the first fold at once), kept as `pre-write-registers-<shape>` beside the shape
+ * recorded again since: sagas started then replay with one finalizeEntity and one completeEntity more.
+ */
+const REGISTERS_SHAPES = files.filter((f) => f.startsWith('pre-write-registers-')).map((f) => f.replace(/^pre-write-registers-(.*)\.json$/, '$1'));
 
 describe('recorded saga histories', () => {
   it('include every saga shape: before the gate, before steps heartbeated, started through the gate, and started by type', () => {
@@ -106,6 +123,20 @@ describe('recorded saga histories', () => {
     // one (folded-patches): sagas started then replay each patch on its own.
     expect(FOLDED_SHAPES).toHaveLength(25);
     expect(files).toEqual(expect.arrayContaining(FOLDED_SHAPES.map((shape) => `${shape}.json`)));
+    // Every current shape (34 of them), also as recorded before write-registers.
+    expect(REGISTERS_SHAPES).toHaveLength(34);
+    expect(files).toEqual(expect.arrayContaining(REGISTERS_SHAPES.map((shape) => `${shape}.json`)));
+  });
+
+  it('record a creation in four activities where one started before write-registers ran six, and twelve history events fewer', () => {
+    const eventsOf = (file: string) => (JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as { events: { activityTaskScheduledEventAttributes?: { activityType: { name: string } } }[] }).events;
+    const activitiesOf = (file: string) => eventsOf(file).flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    expect(activitiesOf('pre-write-registers-gate-completed.json')).toEqual(['writeEntity', 'finalizeEntity', 'runStep', 'runStep', 'completeEntity']);
+    expect(activitiesOf('gate-completed.json')).toEqual(['writeEntity', 'runStep', 'runStep']);
+    expect(eventsOf('pre-write-registers-gate-completed.json')).toHaveLength(43);
+    expect(eventsOf('gate-completed.json')).toHaveLength(31);
+    // A last step run in a group is not alone: the saga completes the row after it, as before.
+    expect(activitiesOf('gate-grouped-steps.json')).toEqual(['writeEntity', 'runStep', 'runStep', 'completeEntity']);
   });
 
   it('record one patch marker per saga started now, where sagas started before the fold recorded one per patch', () => {
@@ -115,9 +146,11 @@ describe('recorded saga histories', () => {
           marker?.markerName === 'core_patch' ? [(JSON.parse(Buffer.from(marker.details['patch-data']!.payloads[0]!.data, 'base64').toString()) as { id: string }).id] : [],
       );
     // A patch added after the fold is asked on its own: its marker comes beside the fold's.
-    const afterFold = (file: string) => patchesOf(file).filter((id) => id !== REDRIVE_CANCELLED_PATCH);
-    for (const shape of FOLDED_SHAPES) expect(afterFold(`${shape}.json`), shape).toEqual([FOLDED_PATCHES_PATCH]);
-    expect(patchesOf('gate-cancelled-redriven.json')).toEqual([FOLDED_PATCHES_PATCH, REDRIVE_CANCELLED_PATCH]);
+    const afterFold = (file: string) => patchesOf(file).filter((id) => id !== REDRIVE_CANCELLED_PATCH && id !== REJECTED_AT_WRITE_PATCH);
+    for (const shape of FOLDED_SHAPES) expect(afterFold(`pre-write-registers-${shape}.json`), shape).toEqual([FOLDED_PATCHES_PATCH]);
+    expect(patchesOf('pre-write-registers-gate-cancelled-redriven.json')).toEqual([FOLDED_PATCHES_PATCH, REDRIVE_CANCELLED_PATCH]);
+    // The second fold takes those too: a saga started now records one marker, whatever its shape.
+    for (const shape of REGISTERS_SHAPES) expect(patchesOf(`${shape}.json`), shape).toEqual([FOLDED_AGAIN_PATCH]);
     // The last order saga recorded before the fold: five markers (and five TemporalChangeVersion upserts) where one now does.
     expect(patchesOf('pre-folded-gate-steps-recorded.json')).toEqual([GATE_PATCH, PLAN_BEFORE_CANCEL_PATCH, MEMO_STEPS_PATCH, STEP_HEARTBEAT_PATCH, FORWARD_PATCH]);
   });
@@ -239,7 +272,7 @@ describe('recorded saga histories on a worker rolled back to the release before 
     await expect(replay(file)).resolves.toBeUndefined();
   });
 
-  it.each(FOLDED_SHAPES.map((shape) => `${shape}.json`))('cannot replay %s, a saga started since: it takes it for a saga from before the gate, and its workflow task fails', async (file) => {
+  it.each(FOLDED_SHAPES.flatMap((shape) => [`pre-write-registers-${shape}.json`, `${shape}.json`]))('cannot replay %s, a saga started since: it takes it for a saga from before the gate, and its workflow task fails', async (file) => {
     await expect(replay(file)).rejects.toThrow(/^Replay failed due workflow task failure[\s\S]* at legacySaga /);
   });
 });

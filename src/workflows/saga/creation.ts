@@ -10,7 +10,7 @@ import { waitsForRedrive, untilRedriven } from './attention';
 import { compensate, compensateKeepingEntity, compensatedOutcome } from './compensation';
 import { deadlineOf, deadlinePassed, pastDeadline } from './deadline';
 import { failureMessage, failureType } from './failures';
-import { FORWARD_PATCH, KEEP_ENTITY_PATCH, REJECTED_AT_WRITE_PATCH, type Patched } from './patches';
+import { FORWARD_PATCH, KEEP_ENTITY_PATCH, REJECTED_AT_WRITE_PATCH, WRITE_REGISTERS_PATCH, type Patched } from './patches';
 import { handlersSettled, lifecycle, type Redrives, type ReservedSaga, type Signals } from './state';
 import { runSteps } from './steps';
 
@@ -64,11 +64,16 @@ export async function runReserved(
 
   // Set when the write found another saga's entity and the saga ends REJECTED (REJECTED_AT_WRITE_PATCH).
   let rejectedAtWrite = false;
+  // Set when the last step marked the row COMPLETED with its own effect (WRITE_REGISTERS_PATCH).
+  let completed = false;
   try {
-    // 2. Fenced write, kept alive by heartbeats that extend the lease.
+    // 2. Fenced write, kept alive by heartbeats that extend the lease; since write-registers it also
+    // finalises (3): the row is REGISTERED in the write's transaction, then the reservation promoted.
     enter(SagaPhase.WRITING);
+    const registers = has(WRITE_REGISTERS_PATCH);
     // A plan without an owner (earlier histories, plain starts) writes none: its arguments are as they were.
-    const written = await act.write.writeEntity({ ...owner, payload: input.payload, timings: input.timings, ...(input.owner === undefined ? {} : { createdBy: input.owner }) });
+    const request = { ...owner, payload: input.payload, timings: input.timings, ...(input.owner === undefined ? {} : { createdBy: input.owner }) };
+    const written = registers ? await act.writeRegistered.writeEntity({ ...request, register: true }) : await act.write.writeEntity(request);
     if (written.status === 'DUPLICATE') {
       // PostgreSQL knew an entity that Redis had forgotten; the activity repaired the RMS.
       rejectedAtWrite = has(REJECTED_AT_WRITE_PATCH);
@@ -77,12 +82,12 @@ export async function runReserved(
     state.entityId = written.entityId;
 
     // 3. Finalise: the row becomes REGISTERED (fenced) before the reservation is promoted.
-    await act.finalize.finalizeEntity(owner);
+    if (!registers) await act.finalize.finalizeEntity(owner);
     if (options.searchableRegistered) enter(SagaPhase.REGISTERED);
     else state.phase = SagaPhase.REGISTERED;
 
-    // 4. The remaining steps.
-    await runSteps(saga, written.entityId);
+    // 4. The remaining steps; the last one may have completed the row in its own transaction.
+    completed = (await runSteps(saga, written.entityId)).completed;
     if (!has(FORWARD_PATCH)) {
       await act.complete.completeEntity(owner);
       return finish(SagaOutcome.COMPLETED);
@@ -110,6 +115,6 @@ export async function runReserved(
   // 5. Every step has succeeded: the saga only goes forward. Marking the row COMPLETED is retried
   // until it succeeds (a PostgreSQL failover must not undo a paid order), and a cancellation can no
   // longer stop it.
-  await CancellationScope.nonCancellable(() => act.forward.completeEntity(owner));
+  if (!completed) await CancellationScope.nonCancellable(() => act.forward.completeEntity(owner));
   return finish(SagaOutcome.COMPLETED);
 }

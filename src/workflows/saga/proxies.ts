@@ -28,6 +28,14 @@ export function activities(input: SagaInput) {
       retry: { ...RETRY_INFRA, maximumAttempts: 5 },
       ...settle,
     }),
+    // The write that also registers its row and promotes the reservation (write-registers).
+    writeRegistered: proxyActivities<SagaActivities>({
+      startToCloseTimeout: '30m',
+      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+      summary: 'write the fenced row and register it (heartbeats extend the lease), promote the reservation',
+      retry: { ...RETRY_INFRA, maximumAttempts: 5 },
+      ...settle,
+    }),
     finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation', ...settle }),
     release: proxyActivities<SagaActivities>({ ...quick, summary: 'release the reservation (the deadline passed before the write)' }),
     complete: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row COMPLETED', ...settle }),

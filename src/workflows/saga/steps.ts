@@ -9,7 +9,7 @@ import { sagaEvents } from '../saga-events';
 import type { Compensation } from './compensation';
 import { deadlineExceeded, pastDeadline } from './deadline';
 import { failureType } from './failures';
-import { STEP_HEARTBEAT_PATCH } from './patches';
+import { STEP_HEARTBEAT_PATCH, WRITE_REGISTERS_PATCH } from './patches';
 import type { ReservedSaga } from './state';
 import { waitFor } from './waits';
 
@@ -19,7 +19,7 @@ import { waitFor } from './waits';
  * failure (the saga then compensates). Steps heartbeat ({@link STEP_HEARTBEAT_PATCH}) but in sagas
  * started before that patch.
  */
-export async function runSteps(saga: ReservedSaga, entityId: string): Promise<void> {
+export async function runSteps(saga: ReservedSaga, entityId: string): Promise<{ completed: boolean }> {
   const { input, state, has, act, deadline, compensations, enter } = saga;
   const { workflowId } = workflowInfo();
   const stepContext = { ...saga.owner, sagaKey: workflowId, payload: input.payload };
@@ -28,7 +28,12 @@ export async function runSteps(saga: ReservedSaga, entityId: string): Promise<vo
   // What each step returned: the steps after it and the compensations see it (StepRequest.created).
   const results: Record<string, unknown> = {};
   const created = () => ({ entityId, results: { ...results } });
-  for (const batch of stepBatches(input.steps)) {
+  const batches = stepBatches(input.steps);
+  // The last step, run alone, completes the row with its effect when it is in our database (write-registers).
+  const last = batches.at(-1);
+  const completing = has(WRITE_REGISTERS_PATCH) && last?.length === 1 && last[0]!.wait === undefined ? last[0]!.step : undefined;
+  let completed = false;
+  for (const batch of batches) {
     if (pastDeadline(deadline)) throw deadlineExceeded(deadline, `step ${batch.map((s) => s.step).join(', ')}`);
     // Only plans with waits take this branch, and no plan of an earlier version has one.
     const { wait, step: waitStep } = batch[0]!;
@@ -54,15 +59,18 @@ export async function runSteps(saga: ReservedSaga, entityId: string): Promise<vo
       batch.map(async (plan) => {
         const { step, compensation } = plan;
         const undoable = compensation !== undefined;
-        const run = () => (heartbeating ? act.heartbeatingStep(step, undoable) : act.step).runStep({ ...stepContext, name: step, created: before });
+        const completes = step === completing ? { completes: true } : {};
+        const run = () => (heartbeating ? act.heartbeatingStep(step, undoable) : act.step).runStep({ ...stepContext, name: step, created: before, ...completes });
         // A step nothing could undo runs to its end, even when the saga is cancelled meanwhile.
         const done = await refusalUndone(plan, compensations, () => (undoable ? run() : CancellationScope.nonCancellable(run)));
         // Histories of earlier versions recorded no response.
         if (done.response !== undefined) results[step] = done.response;
+        if (done.completed === true) completed = true;
         state.stepsDone.push(step);
       }),
     );
   }
+  return { completed };
 }
 
 /**
