@@ -131,8 +131,9 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   let row;
   try {
-    const [found, ended] = await Promise.all([req.table.find(deps.pool, req.intentKey), endedSessions(deps.pool, req.intentKey)]);
-    row = found;
+    const found = await req.table.findWithEnded(deps.pool, req.intentKey);
+    const { ended } = found;
+    row = found.row;
     await restoreEnded(deps, req.intentKey, reserved.endedCount, ended);
     if (endedHere(req, ended)) {
       if (!reserved.alreadyHeld) await rms.release(lease);

@@ -210,6 +210,8 @@ export interface FencedStatements {
   writeFencedOwned: string;
   transition: string;
   find: string;
+  /** `find`'s columns, then the session tags `ended_sessions` records for the intent: one statement. */
+  findWithEnded: string;
   findById: string;
   claim: string;
   release: string;
@@ -310,6 +312,12 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `  FROM ${table} WHERE intent_key = $1::text ORDER BY last_fencing_token DESC LIMIT 1`,
   ].join('\n');
 
+  // Always one row: the intent's row when it has one (all NULL otherwise), and its ended sessions.
+  const findWithEnded = [
+    `SELECT r.*, ARRAY(SELECT e.session_tag FROM ended_sessions AS e WHERE e.intent_key = $1::text) AS ended`,
+    `  FROM (SELECT) AS one LEFT JOIN LATERAL (${find}) AS r ON true`,
+  ].join('\n');
+
   const findById = [
     `SELECT id::text, intent_key, status, last_fencing_token::text, session_id, created_at, updated_at${data.map((c) => `, ${c}`).join('')}, last_operation_token::text, ${OWNER_COLUMN}`,
     `  FROM ${table} WHERE id = $1::bigint`,
@@ -335,7 +343,7 @@ export function buildStatements(options: FencedTableOptions): FencedStatements {
     `RETURNING cur.status, cur.last_operation_token::text AS token, cur.intent_key, cur.session_id, cur.last_fencing_token::text`,
   ].join('\n');
 
-  return { writeFenced, writeFencedOwned, transition, find, findById, claim, release };
+  return { writeFenced, writeFencedOwned, transition, find, findWithEnded, findById, claim, release };
 }
 
 /**
@@ -435,6 +443,19 @@ export class FencedTable {
     const key = checkText(intentKey, 'intentKey');
     const { rows } = await runArrayQuery(q, 'find', this.sql.find, [key]);
     return rows[0] && this.rowOf(rows[0]);
+  }
+
+  /**
+   * `find`, and the session tags of the sagas recorded as ended for the intent (the
+   * `ended_sessions` table of the package's migrations), in one statement: the gate's truth check of
+   * a SUCCESS, one round trip to PostgreSQL.
+   */
+  async findWithEnded(q: Queryable, intentKey: string): Promise<{ row: FencedRow | undefined; ended: string[] }> {
+    const key = checkText(intentKey, 'intentKey');
+    const { rows } = await runArrayQuery(q, 'findWithEnded', this.sql.findWithEnded, [key]);
+    const found = rows[0]!;
+    const ended = found[found.length - 1] as string[];
+    return { row: found[0] === null ? undefined : this.rowOf(found.slice(0, -1)), ended };
   }
 
   /**

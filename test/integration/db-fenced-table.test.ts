@@ -5,6 +5,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedTable, type FencedRow, type FencedStatus, type WriteFencedResult } from '../../src/db';
+import { recordEndedSession } from '../../src/db/ended-sessions';
 
 /** The generic layer over the example domain's table: `orders` and three of its data columns. */
 const fencedOrders = new FencedTable({ table: 'orders', dataColumns: ['customer', 'items', 'amount_cents'] });
@@ -299,6 +300,23 @@ describe('fenced transitions', () => {
 
     expect(result).toEqual({ status: 'FENCED_OUT' });
     expect(await fencedOrders.find(pool, intentKey)).toMatchObject({ status: 'PROCESSING', lastFencingToken: token(7), sessionId: 'newer' });
+  });
+});
+
+describe('findWithEnded', () => {
+  it("answers find's row and the intent's ended sessions in one statement, and no row with none", async () => {
+    const intentKey = uniqueId('with-ended');
+    const row = await seed(intentKey, 'REGISTERED', token(3));
+    await recordEndedSession(pool, { intentKey, sessionTag: 'tag-a' });
+    await recordEndedSession(pool, { intentKey, sessionTag: 'tag-b' });
+    const missing = uniqueId('with-ended-missing');
+
+    const found = await fencedOrders.findWithEnded(pool, intentKey);
+    const none = await fencedOrders.findWithEnded(pool, missing);
+
+    expect(found.row).toEqual(row);
+    expect([...found.ended].sort()).toEqual(['tag-a', 'tag-b']);
+    expect(none).toEqual({ row: undefined, ended: [] });
   });
 });
 

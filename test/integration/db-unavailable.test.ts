@@ -24,6 +24,7 @@ describe('PostgreSQL unreachable', () => {
     ['writeFenced', (p) => fencedOrders.writeFenced(p, { intentKey: 'k', sessionId: 's', fencingToken: token(1), data: { customer: 'c', items: [], amount_cents: '1' } })],
     ['markRegistered', (p) => fencedOrders.markRegistered(p, { intentKey: 'k', fencingToken: token(1) })],
     ['find', (p) => fencedOrders.find(p, 'k')],
+    ['findWithEnded', (p) => fencedOrders.findWithEnded(p, 'k')],
     ['withIdempotency', (p) => withIdempotency(p, { scope: 's', key: 'k', payload: {} }, async () => 'never')],
     ['purgeIdempotencyRecords', (p) => purgeIdempotencyRecords(p, { olderThanMs: 0 })],
   ];

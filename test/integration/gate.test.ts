@@ -240,11 +240,11 @@ describe('the gate', () => {
     await h.rms.release({ intent, sessionId: 'saga-a', fencingToken: a.fencingToken });
     // The truth check reads A's row; A's compensation (row COMPENSATED, then free) lands before the repair.
     const racing: FencedTable = Object.assign(Object.create(ordersTable) as FencedTable, {
-      find: async (pool: Pool, key: string) => {
-        const row = await ordersTable.find(pool, key);
+      findWithEnded: async (pool: Pool, key: string) => {
+        const found = await ordersTable.findWithEnded(pool, key);
         await ordersTable.markCompensated(h.pool, owner);
         await h.rms.free({ intent, fencingToken: a.fencingToken });
-        return row;
+        return found;
       },
     });
 

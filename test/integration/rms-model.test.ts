@@ -653,6 +653,10 @@ class World {
         await this.gate('find');
         return table.find(q, key);
       },
+      findWithEnded: async (q: Queryable, key: string) => {
+        await this.gate('findWithEnded');
+        return table.findWithEnded(q, key);
+      },
     };
     return proxyWith(table, wrapped);
   }
