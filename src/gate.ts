@@ -47,6 +47,14 @@ export interface GateRequest {
    * a holder under it answers DUPLICATE or CONFLICT as one under `intentKey` would.
    */
   legacyIntentKey?: string;
+  /**
+   * The fencing token this session's gate answered SUCCESS with, after its truth check (a saga
+   * confirming SagaClient's reservation): while the session still holds that very lease, nothing
+   * PostgreSQL could say has changed the answer, and the check is not repeated. A row registered
+   * since by an older holder's late finalise is found by the saga's fenced write (DUPLICATE), as it
+   * would be here. A lease taken anew (it ended, Redis lost it) is checked as any. @default none
+   */
+  confirms?: string;
 }
 
 /**
@@ -128,6 +136,7 @@ async function reserveKey(deps: GateDeps, req: GateRequest): Promise<GateAnswer>
   const reserved = await rms.reserve({ intent: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs, answerEnded: req.answerEnded === true });
   if (reserved.status !== 'SUCCESS') return reserved;
   if (!reserved.alreadyHeld) deps.metrics?.leaseTaken(req.intentKey);
+  else if (req.confirms === reserved.fencingToken) return { status: 'SUCCESS', fencingToken: reserved.fencingToken, expiresAt: reserved.expiresAt, alreadyHeld: true };
   const lease = { intent: req.intentKey, sessionId: req.sessionId, fencingToken: reserved.fencingToken };
   let row;
   try {

@@ -266,7 +266,7 @@ export function createSagaActivities({
      * back). On SUCCESS it also asks PostgreSQL, the truth, whether the entity already exists (Redis
      * may have lost its data): if so, Redis is repaired and the answer is DUPLICATE.
      */
-    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string; owner?: string; legacyIntentKey?: string }): Promise<ReservationAnswer> {
+    async reserveIntent(req: { type: string; intentKey: string; sessionId: string; leaseMs: number; entityId?: string; owner?: string; legacyIntentKey?: string; confirms?: string }): Promise<ReservationAnswer> {
       let answer;
       try {
         const request = { table: definition(req.type).table, intentKey: req.intentKey, sessionId: req.sessionId, leaseMs: req.leaseMs };
@@ -277,7 +277,11 @@ export function createSagaActivities({
           if (locked.status === 'NOT_FOUND') throw nonRetryable(ErrorType.ENTITY_NOT_FOUND, `there is no such entity for ${req.type} (or its creating saga was undone, or it was released)`);
           answer = locked;
         } else {
-          answer = await reserveIntent(gate, { ...request, ...(req.legacyIntentKey === undefined ? {} : { legacyIntentKey: req.legacyIntentKey }) });
+          answer = await reserveIntent(gate, {
+            ...request,
+            ...(req.legacyIntentKey === undefined ? {} : { legacyIntentKey: req.legacyIntentKey }),
+            ...(req.confirms === undefined ? {} : { confirms: req.confirms }),
+          });
         }
       } catch (err) {
         refuseInput(err);

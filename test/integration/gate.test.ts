@@ -254,6 +254,41 @@ describe('the gate', () => {
     expect(await h.rms.inspect(intent)).toMatchObject({ exists: false, holder: { sessionId: 'saga-b' } });
   });
 
+  it("confirms its gate's token without a second truth check while that lease holds, and checks again once the lease was lost", async () => {
+    const intent = intentOf(order());
+    let lookups = 0;
+    const counting: FencedTable = Object.assign(Object.create(ordersTable) as FencedTable, {
+      findWithEnded: async (pool: Pool, key: string) => {
+        lookups++;
+        return ordersTable.findWithEnded(pool, key);
+      },
+    });
+    const req = { table: counting, intentKey: intent, sessionId: 'saga-a', leaseMs: 60_000 };
+    // The gate's SUCCESS, after its truth check.
+    const gated = await reserveIntent(h, req);
+    if (gated.status !== 'SUCCESS') throw new Error(`the gate answered ${gated.status}`);
+
+    // The saga confirms that token while the lease holds: answered back, nothing read.
+    const confirmed = await reserveIntent(h, { ...req, confirms: gated.fencingToken });
+
+    expect(confirmed).toMatchObject({ status: 'SUCCESS', fencingToken: gated.fencingToken, alreadyHeld: true });
+    expect(lookups).toBe(1);
+
+    // The lease lost (Redis flushed) and another saga's entity registered meanwhile: the confirmation
+    // of the old token takes a new lease, and that one is checked: DUPLICATE, the marker repaired.
+    const other = { intentKey: intent, fencingToken: String(BigInt(gated.fencingToken) - 1n) };
+    await ordersTable.writeFenced(h.pool, { ...other, sessionId: 'saga-other', data: { customer: 'a', items: [], amount_cents: 0, payment_key: null } });
+    await ordersTable.markRegistered(h.pool, other);
+    await h.redis.del(intentKeys(h.config.redis.keyPrefix, intent).processing);
+
+    const again = await reserveIntent(h, { ...req, confirms: gated.fencingToken });
+
+    expect(again.status).toBe('DUPLICATE');
+    expect(lookups).toBe(2);
+    expect(await h.rms.inspect(intent)).toMatchObject({ exists: true, existsToken: other.fencingToken });
+    expect((await h.rms.inspect(intent)).holder).toBeUndefined();
+  });
+
   it.each(['COMPENSATED', 'PROCESSING'] as const)(
     'raises a new token above a %s row whose token Redis forgot and the clock has not reached: the saga completes',
     async (status) => {

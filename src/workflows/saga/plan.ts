@@ -8,7 +8,7 @@ import { ApplicationFailure, CancellationScope, condition, setHandler, upsertMem
 import { ErrorType, INTENT_KEY, SAGA_PHASE, SAGA_TYPE, SagaPhase, reservationUpdate, stepNamesOf, type ReservationAnswer, type SagaInput, type SagaMemo, type SagaPlan, type SagaStart } from '../../shared';
 import { localActivities } from './proxies';
 import { failureMessage, failureType, hashOf, keyReused } from './failures';
-import { MEMO_OWNER_PATCH, MEMO_STEPS_PATCH, PLAN_BEFORE_CANCEL_PATCH, type Patched } from './patches';
+import { MEMO_OWNER_PATCH, MEMO_STEPS_PATCH, PLAN_BEFORE_CANCEL_PATCH, WRITE_REGISTERS_PATCH, type Patched } from './patches';
 import { handlersSettled, type SagaRun } from './state';
 
 /** Runs planning or reserving: outside a cancellation, or inside it in a saga from before {@link PLAN_BEFORE_CANCEL_PATCH}. */
@@ -101,6 +101,8 @@ export async function reservePlanned(run: SagaRun, planned: SagaPlan, uncancelle
         ...(planned.operation ? { entityId: planned.operation.entityId, ...(planned.owner === undefined ? {} : { owner: planned.owner }) } : {}),
         // An intent whose text was not in NFC is checked under the key earlier versions gave it too.
         ...(planned.legacyIntentKey === undefined ? {} : { legacyIntentKey: planned.legacyIntentKey }),
+        // The gate checked PostgreSQL for its token: while that lease holds, the check is not repeated (write-registers).
+        ...(planned.reservation && !planned.operation && run.has(WRITE_REGISTERS_PATCH) ? { confirms: planned.reservation.fencingToken } : {}),
       }),
     );
   } catch (err) {
