@@ -256,8 +256,8 @@ describe('metrics and logs after a scenario of real sagas', () => {
 
     expect(events.map((e) => [e.sagaEvent, e.outcome, e.step ?? e.compensation])).toEqual([
       ['reservation', 'succeeded', undefined],
+      // The write registers the row and promotes the reservation (write-registers): no finalize line.
       ['write', 'succeeded', undefined],
-      ['finalize', 'succeeded', undefined],
       ['step', 'rejected', 'chargePayment'],
       ['compensation', 'succeeded', 'refundPayment'],
       ['compensation', 'succeeded', 'undoEntity'],
