@@ -5,7 +5,7 @@
 import { hash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { keyedHash, keyedRequestHash, requestHash } from '../db/canonical-json';
-import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
+import { intentKey, intentKeyIfNfc, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
 import {
   DEFAULT_COMPENSATION_RETRY,
   DEFAULT_OWNER,
@@ -233,7 +233,7 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
     );
   }
   const payload = parseSagaData(def, data);
-  let key: string;
+  let key: string | undefined;
   let legacyKey: string | undefined;
   let operation: SagaInput['operation'];
   try {
@@ -246,12 +246,16 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
       operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId), ...(def.releases === true ? { releases: true } : {}) };
       key = intentKey(`${def.scope}-lock`, { entity: rowId }, options.intentSecret);
     } else {
-      // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name.
+      // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name. Text
+      // already in NFC (the common case) is keyed in one walk; any other is normalised first.
       const intent = def.intent(payload);
-      const normalized = normalizeText(intent);
-      key = intentKey(def.scope, normalized.value, options.intentSecret);
-      // Sagas of earlier versions keyed the text as it came: the gate checks that key too.
-      if (normalized.changed) legacyKey = intentKey(def.scope, intent, options.intentSecret);
+      key = intentKeyIfNfc(def.scope, intent, options.intentSecret);
+      if (key === undefined) {
+        const normalized = normalizeText(intent);
+        key = intentKey(def.scope, normalized.value, options.intentSecret);
+        // Sagas of earlier versions keyed the text as it came: the gate checks that key too.
+        if (normalized.changed) legacyKey = intentKey(def.scope, intent, options.intentSecret);
+      }
     }
   } catch (err) {
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
