@@ -11,7 +11,7 @@ import { DEFAULT_PICKUP_LEASE_MS } from '../config';
 import { lockEntity, reserveIntent, type GateAnswer } from '../gate';
 import { encodeEntityId } from '../sagas/entity-id';
 import { sessionTag, type AdmitResult } from '../rms';
-import { inGateSpan, type UnderSpan } from '../tracing';
+import { inGateSpan, runHere, tracingOff, type UnderSpan } from '../tracing';
 import { entityNotFound, isEntityOperation, limitsOf, prepareSaga, prepareSagaRequest, reservationMac, sagaLimitCounters, sagaDefinition, sagaRequestHash, sagaSessionId, SagaInputError, type EntityOperation, type PrepareOptions, type SagaType } from '../sagas';
 import { DEFAULT_OWNER, ErrorType, RESERVATION_SAGA_WORKFLOW, SagaPhase, sagaWorkflowId, type ReservationAnswer, type SagaInput, type SagaLimitCounters, type SagaMemo, type SagaStart } from '../shared/saga';
 import type { reservationSaga } from '../workflows/reservation-saga';
@@ -55,7 +55,9 @@ export class SagaGate {
   }
 
   /** See {@link SagaClient.start}. */
-  async start(type: string, data: unknown, options: StartOptions): Promise<StartedSaga> {
+  start(type: string, data: unknown, options: StartOptions): Promise<StartedSaga> {
+    // No tracer provider: no span would record anything or carry anything on, so none is made.
+    if (tracingOff()) return this.#start(type, data, options, runHere);
     // One span for the answer: the gate's Redis and PostgreSQL calls and the workflow start are its
     // children when it is sampled; when it is not, only the workflow start carries it (see inGateSpan).
     return inGateSpan('saga.start', { 'saga.type': type }, async (span, underSpan) => {
