@@ -25,15 +25,27 @@ const REDIS_CALL = /\/src\/rms\/(rms|replies|validation|keys|scripts|errors)\.[j
  */
 const PARTS: { name: string; owns: (fn: string, url: string) => boolean }[] = [
   { name: INSPECTOR, owns: (fn, url) => url === 'node:inspector' || url === 'node:inspector/promises' },
-  { name: 'input checks (schema, request checks)', owns: (fn, url) => /\/node_modules\/zod\/|\/src\/sagas\/|\/src\/client\/core\.[jt]s$/.test(url) },
-  { name: 'intent key (canonical JSON, HMAC-SHA-256)', owns: (fn, url) => /\/src\/rms\/intent-key\.[jt]s$/.test(url) },
+  // Named functions first: a frame belongs to the first part that owns it (sagaSessionId is in src/sagas/).
   { name: 'session id (SHA-256)', owns: (fn) => fn === 'sagaSessionId' },
   { name: 'key tag (SHA-256)', owns: (fn) => fn === 'intentTag' },
+  { name: 'input checks (schema, request checks)', owns: (fn, url) => /\/node_modules\/zod\/|\/src\/sagas\/|\/src\/client\/core\.[jt]s$/.test(url) },
+  { name: 'intent key (canonical JSON, HMAC-SHA-256)', owns: (fn, url) => /\/src\/rms\/intent-key\.[jt]s$/.test(url) },
   { name: 'Redis call (Rms.reserve, ioredis, socket)', owns: (fn, url) => REDIS_CALL.test(url) },
   { name: 'gate and SagaClient.start', owns: (fn, url) => /\/src\/(gate|client|shared\/saga)(\/|\.[jt]s$)/.test(url) },
   { name: 'tracing hooks', owns: (fn, url) => url.includes('/@opentelemetry/') || /\/src\/tracing\//.test(url) },
   { name: 'garbage collection', owns: (fn) => fn === '(garbage collector)' },
   { name: 'the bench loop', owns: (fn, url) => /\/bench\//.test(url) },
+];
+
+/** The parts as an answer goes through them, then what is not the answer's own. */
+const PRINT_ORDER = [
+  'input checks (schema, request checks)',
+  'intent key (canonical JSON, HMAC-SHA-256)',
+  'session id (SHA-256)',
+  'key tag (SHA-256)',
+  ...PARTS.slice(5).map((p) => p.name),
+  NODE,
+  OTHER,
 ];
 
 /** µs of CPU per answer in each part, and the run it was read from. */
@@ -67,7 +79,7 @@ export async function profileAnswers(load: () => Promise<number>, samplingInterv
     }
     const cpuUsPerAnswer = (cpu.user + cpu.system) / Math.max(answers, 1);
     const { shares, samples } = sharesOf(profile);
-    const parts = Object.fromEntries([...PARTS.map((p) => p.name).filter((name) => name !== INSPECTOR), NODE, OTHER].map((name) => [name, (shares.get(name) ?? 0) * cpuUsPerAnswer]));
+    const parts = Object.fromEntries(PRINT_ORDER.map((name) => [name, (shares.get(name) ?? 0) * cpuUsPerAnswer]));
     return { answers, cpuUsPerAnswer, parts, samples };
   } finally {
     session.disconnect();
