@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { PROJECT_ROOT } from '../src/paths';
+import { answerCost } from './answer-cost';
 import { cliLatency } from './cli-latency';
 import { duplicateRejection } from './duplicate-rejection';
 import { earlyAnswer } from './early-answer';
@@ -37,6 +38,7 @@ const RESULTS_DIR = path.join(PROJECT_ROOT, 'bench/results');
 const RUNNERS: Record<BenchmarkName, (ctx: BenchContext) => Promise<BenchResult>> = {
   'rms-reserve': rmsReserve,
   'duplicate-rejection': duplicateRejection,
+  'answer-cost': answerCost,
   'redis-memory': redisMemory,
   'key-growth': keyGrowth,
   'early-answer': earlyAnswer,

@@ -85,16 +85,22 @@ export const DEFAULT_KEY_RETENTION_MS = 604_800_000;
  * freed the intent meanwhile (then the SUCCESS stands). Any other row whose token is at or above the
  * new one gets the new token raised above it (`Rms.raise`): the row's token is the one Redis forgot. Errors are the RMS's and PostgreSQL's own; a lease taken before a failed lookup is given back.
  */
-export async function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
+export function reserveIntent(deps: GateDeps, req: GateRequest): Promise<GateAnswer> {
+  // One key (an intent in NFC, nearly every one): its answer as it comes, with no promise of ours around it.
+  return req.legacyIntentKey === undefined ? reserveKey(deps, req) : reserveKeys(deps, req, req.legacyIntentKey);
+}
+
+/** {@link reserveIntent} of an intent with an earlier key too. */
+async function reserveKeys(deps: GateDeps, req: GateRequest, legacyIntentKey: string): Promise<GateAnswer> {
   const answer = await reserveKey(deps, req);
-  if (answer.status !== 'SUCCESS' || req.legacyIntentKey === undefined) return answer;
+  if (answer.status !== 'SUCCESS') return answer;
   // Only a lease this call took goes back: one already held is a running saga's.
   const giveBack = async () => {
     if (!answer.alreadyHeld) await deps.rms.release({ intent: req.intentKey, sessionId: req.sessionId, fencingToken: answer.fencingToken });
   };
   let earlier: GateAnswer | undefined;
   try {
-    earlier = await underLegacyKey(deps, req.table, req.legacyIntentKey, req.sessionId);
+    earlier = await underLegacyKey(deps, req.table, legacyIntentKey, req.sessionId);
   } catch (err) {
     await giveBack().catch(() => undefined);
     throw err;

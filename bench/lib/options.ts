@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 /** Every benchmark, in the order they run. */
-export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'redis-memory', 'key-growth', 'early-answer', 'gate-limits', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client', 'install-size', 'import-time'] as const;
+export const BENCHMARKS = ['rms-reserve', 'duplicate-rejection', 'answer-cost', 'redis-memory', 'key-growth', 'early-answer', 'gate-limits', 'saga-throughput', 'cli-latency', 'http-load', 'scale-out', 'observability-overhead', 'trace-cost', 'packaged-client', 'install-size', 'import-time'] as const;
 
 /** A benchmark's name. */
 export type BenchmarkName = (typeof BENCHMARKS)[number];
@@ -15,6 +15,12 @@ export interface Sizes {
   rms: { concurrencies: number[]; roundMs: number; warmupMs: number; keyspace: number };
   /** Duplicate rejection: callers, and the intents each of them submits per round. */
   duplicates: { clients: number; intentsPerRound: number; roundMs: number };
+  /**
+   * Answer cost: requests in flight per case (DUPLICATE answers of SagaClient.start and of Rms.reserve
+   * alone at each), the length of a round and of the warm-up, and of the one profiled pass of each at
+   * the largest count.
+   */
+  answerCost: { concurrencies: number[]; roundMs: number; warmupMs: number; profileMs: number };
   /** Redis memory: keys created per round, and rounds. */
   memory: { keys: number; rounds: number };
   /** Key growth: intents reserved and finalised (a tenth of them undone), and the marker retention (longer than the run takes). */
@@ -78,6 +84,7 @@ const FULL: Sizes = {
   rounds: 5,
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 1000, warmupMs: 400, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 150, roundMs: 5000 },
+  answerCost: { concurrencies: [1, 64], roundMs: 5000, warmupMs: 1000, profileMs: 3000 },
   memory: { keys: 100_000, rounds: 3 },
   keyGrowth: { intents: 100_000, retentionMs: 60_000 },
   // Temporal rounds are long (seconds per workflow in flight): fewer of them keep a run near 10 minutes.
@@ -106,6 +113,7 @@ const QUICK: Sizes = {
   rounds: 2,
   rms: { concurrencies: [1, 16, 64, 256], roundMs: 250, warmupMs: 150, keyspace: 1_000_000 },
   duplicates: { clients: 64, intentsPerRound: 30, roundMs: 3000 },
+  answerCost: { concurrencies: [1, 64], roundMs: 600, warmupMs: 300, profileMs: 600 },
   memory: { keys: 100_000, rounds: 1 },
   keyGrowth: { intents: 20_000, retentionMs: 15_000 },
   // SUCCESS at 64 in flight: one start per lane, so every lane is busy once.

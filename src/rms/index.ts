@@ -4,7 +4,7 @@
  */
 export { createRedis, type RedisOptions } from './connection';
 export { RmsError, RmsReplyError, RmsUnavailableError, RmsValidationError, isRedisUnavailable } from './errors';
-export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, intentKey, scopeValueDigest } from './intent-key';
+export { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, MIN_INTENT_SECRET_BYTES, canonicalJson, canonicalJsonIfNfc, intentKey, intentKeyIfNfc, scopeValueDigest } from './intent-key';
 export { SESSION_TAG_LENGTH, intentKeys, intentTag, limitKeys, limitTag, sessionTag, type IntentKeys, type LimitKeys } from './keys';
 export { Rms } from './rms';
 export type {

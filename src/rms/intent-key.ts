@@ -48,14 +48,109 @@ export const MIN_INTENT_SECRET_BYTES = 32;
  *   shorter than {@link MIN_INTENT_SECRET_BYTES}.
  */
 export function intentKey(scope: string, data: unknown, secret: Uint8Array): string {
+  checkKeying(scope, secret);
+  return keyed(scope, canonicalJson(data), secret);
+}
+
+/**
+ * {@link intentKey} of `data` when {@link canonicalJsonIfNfc} answers for it (plain JSON data whose
+ * every string and key is in NFC), in one walk of the data; undefined otherwise, and then nothing
+ * is checked: the caller takes the full way (normalise, then {@link intentKey}), which says what it
+ * refuses. Where it answers, the key is byte for byte the one {@link intentKey} gives.
+ *
+ * @throws RmsValidationError (field `scope` or `secret`) as {@link intentKey} does.
+ */
+export function intentKeyIfNfc(scope: string, data: unknown, secret: Uint8Array): string | undefined {
+  const canonical = canonicalJsonIfNfc(data);
+  if (canonical === undefined) return undefined;
+  checkKeying(scope, secret);
+  return keyed(scope, canonical, secret);
+}
+
+function checkKeying(scope: string, secret: Uint8Array): void {
   if (typeof scope !== 'string' || !SCOPE_PATTERN.test(scope)) {
     throw new RmsValidationError('scope', `must match ${String(SCOPE_PATTERN)} (got ${preview(scope)})`);
   }
   if (!(secret instanceof Uint8Array) || secret.length < MIN_INTENT_SECRET_BYTES) {
     throw new RmsValidationError('secret', `must be at least ${MIN_INTENT_SECRET_BYTES} bytes`);
   }
-  const digest = createHmac('sha256', secret).update(canonicalJson(data), 'utf8').digest('base64url');
-  return `${scope}:${digest}`;
+}
+
+function keyed(scope: string, canonical: string, secret: Uint8Array): string {
+  return `${scope}:${createHmac('sha256', secret).update(canonical, 'utf8').digest('base64url')}`;
+}
+
+/**
+ * Text made only of code units below U+0300 is in NFC: the first character that can combine with
+ * the one before it (U+0300, the combining grave accent) and every character that NFC replaces
+ * lie above; `normalize` is asked only about other text.
+ */
+const BELOW_COMBINING_MARKS = /^[^\u0300-\uffff]*$/;
+
+/** Whether `text` is in Unicode Normalization Form C. */
+function isNfc(text: string): boolean {
+  return BELOW_COMBINING_MARKS.test(text) || text.normalize('NFC') === text;
+}
+
+/**
+ * {@link canonicalJson} of `data`, in one walk without a path kept, when `data` is plain JSON data
+ * whose every string and object key is already in Unicode Normalization Form C; undefined for
+ * anything else, which the caller then normalises and canonicalises the full way. It answers only
+ * for `null`, booleans, finite numbers, strings, arrays without holes or `undefined`, and objects
+ * whose prototype is `Object.prototype` without symbol keys or a `__proto__` key, at most
+ * {@link MAX_CANONICAL_JSON_DEPTH} deep and {@link MAX_CANONICAL_JSON_BYTES} long: for such data the
+ * NFC normalisation is a copy of the same keys and values, so its canonical JSON is this one too.
+ */
+export function canonicalJsonIfNfc(data: unknown): string | undefined {
+  const text = nfcJson(data, 0);
+  // UTF-8 takes at most 3 bytes per UTF-16 code unit: only long text is measured.
+  if (text === undefined || (text.length * 3 > MAX_CANONICAL_JSON_BYTES && Buffer.byteLength(text, 'utf8') > MAX_CANONICAL_JSON_BYTES)) return undefined;
+  return text;
+}
+
+/** The canonical JSON of `value` at `depth` (see {@link canonicalJsonIfNfc}), or undefined. */
+function nfcJson(value: unknown, depth: number): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return isNfc(value) ? JSON.stringify(value) : undefined;
+    case 'number':
+      // JSON.stringify writes a finite number as String() does.
+      return Number.isFinite(value) ? String(value) : undefined;
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'object':
+      if (value === null) return 'null';
+      if (depth >= MAX_CANONICAL_JSON_DEPTH) return undefined;
+      return Array.isArray(value) ? nfcArray(value as unknown[], depth) : nfcObject(value, depth);
+    default:
+      return undefined;
+  }
+}
+
+function nfcArray(value: unknown[], depth: number): string | undefined {
+  let text = '[';
+  for (let i = 0; i < value.length; i++) {
+    const item = nfcJson(value[i], depth + 1);
+    if (item === undefined || text.length > MAX_CANONICAL_JSON_BYTES) return undefined;
+    text += i === 0 ? item : `,${item}`;
+  }
+  return `${text}]`;
+}
+
+function nfcObject(value: object, depth: number): string | undefined {
+  if (Object.getPrototypeOf(value) !== Object.prototype || Object.getOwnPropertySymbols(value).length > 0) return undefined;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  let text = '{';
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    // A copy made by assignment would set the prototype instead of a `__proto__` key.
+    if (key === '__proto__' || !isNfc(key)) return undefined;
+    const item = nfcJson(record[key], depth + 1);
+    if (item === undefined || text.length > MAX_CANONICAL_JSON_BYTES) return undefined;
+    text += `${i === 0 ? '' : ','}${JSON.stringify(key)}:${item}`;
+  }
+  return `${text}}`;
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { Cluster, type Redis } from 'ioredis';
 import { RmsUnavailableError, RmsValidationError, toRmsError } from './errors';
-import { intentKeys, limitKeys, lockValue, markerValue, sessionTag as sessionTagOf } from './keys';
+import { intentKeys, limitKeys, lockValue, markerValue, sessionTag as sessionTagOf, type IntentKeys } from './keys';
 import {
   toAdmitResult,
   toCountOutResult,
@@ -100,19 +100,45 @@ export class Rms {
    * holding its key's answer (recorded by {@link release} or {@link free} with `ended`), and nothing
    * changes.
    */
-  async reserve(input: { intent: string; sessionId: string; leaseMs: number; answerEnded?: boolean }): Promise<ReserveResult> {
-    assertObject(input, 'input');
-    const { intent, sessionId, leaseMs } = input;
-    assertIntent(intent);
-    assertSessionId(sessionId);
-    assertDurationMs(leaseMs, 'leaseMs', MAX_LEASE_MS);
-    const keys = intentKeys(this.prefix, intent);
-    const own = input.answerEnded === true ? sessionTagOf(sessionId) : '';
-    return this.run(
-      'reserve',
-      () => this.client.rmsReserve(keys.processing, keys.entityExists, keys.endedSessions, sessionId, String(leaseMs), own),
-      (reply) => toReserveResult(reply, sessionId),
-    );
+  reserve(input: { intent: string; sessionId: string; leaseMs: number; answerEnded?: boolean }): Promise<ReserveResult> {
+    // Every answer of the gate is one of these: no promise but the reply's, and no closure (run()'s
+    // work written out). Refused arguments reject, as from every method.
+    let sessionId: string;
+    let keys: IntentKeys;
+    let lease: string;
+    let own: string;
+    try {
+      assertObject(input, 'input');
+      const { intent, leaseMs } = input;
+      sessionId = input.sessionId;
+      assertIntent(intent);
+      assertSessionId(sessionId);
+      assertDurationMs(leaseMs, 'leaseMs', MAX_LEASE_MS);
+      keys = intentKeys(this.prefix, intent);
+      lease = String(leaseMs);
+      own = input.answerEnded === true ? sessionTagOf(sessionId) : '';
+    } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- what the checks threw, as an async method rejects with it
+      return Promise.reject(err);
+    }
+    let call: Promise<unknown>;
+    try {
+      call = this.client.rmsReserve(keys.processing, keys.entityExists, keys.endedSessions, sessionId, lease, own);
+    } catch (err) {
+      return Promise.reject(toRmsError(err, 'reserve'));
+    }
+    return this.reserved(call, sessionId);
+  }
+
+  /** {@link reserve}'s reply (see {@link run}). */
+  private async reserved(call: Promise<unknown>, sessionId: string): Promise<ReserveResult> {
+    let reply: unknown;
+    try {
+      reply = await (this.clientBounds ? call : this.withinDeadline('reserve', call));
+    } catch (err) {
+      throw toRmsError(err, 'reserve');
+    }
+    return toReserveResult(reply, sessionId);
   }
 
   /**

@@ -5,7 +5,7 @@
 import { hash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { keyedHash, keyedRequestHash, requestHash } from '../db/canonical-json';
-import { intentKey, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
+import { intentKey, intentKeyIfNfc, limitTag, MAX_FENCING_TOKEN, MAX_LEASE_MS, RmsValidationError, scopeValueDigest } from '../rms';
 import {
   DEFAULT_COMPENSATION_RETRY,
   DEFAULT_OWNER,
@@ -56,23 +56,67 @@ export function sagaDefinition(type: string, types: SagaTypes): SagaType<unknown
  * NUL character or an unpaired surrogate; a SagaInputError says what is wrong and where.
  */
 export function parseSagaData(def: SagaType<unknown>, data: unknown): unknown {
-  // Before anything walks it recursively (JSON.stringify, the schema, the canonical JSON).
-  const deep = pathDeeperThan(data, MAX_PAYLOAD_DEPTH);
-  if (deep) {
-    throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(deep)}: nested deeper than ${MAX_PAYLOAD_DEPTH} levels`, ErrorType.INVALID_INPUT);
-  }
-  const size = Buffer.byteLength(JSON.stringify(data) ?? '', 'utf8');
-  if (size > MAX_PAYLOAD_BYTES) {
-    throw new SagaInputError(`payload is ${size} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted`, ErrorType.INVALID_INPUT);
+  // Before anything walks it recursively (JSON.stringify, the schema, the canonical JSON). Plain
+  // data within the depth whose JSON cannot be too long is let through by one walk; anything else
+  // (too deep, long, or not plain) is measured exactly, and refused as it always was.
+  if (jsonBytesBound(data, 0) > MAX_PAYLOAD_BYTES) {
+    const deep = pathDeeperThan(data, MAX_PAYLOAD_DEPTH);
+    if (deep) {
+      throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(deep)}: nested deeper than ${MAX_PAYLOAD_DEPTH} levels`, ErrorType.INVALID_INPUT);
+    }
+    const size = Buffer.byteLength(JSON.stringify(data) ?? '', 'utf8');
+    if (size > MAX_PAYLOAD_BYTES) {
+      throw new SagaInputError(`payload is ${size} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted`, ErrorType.INVALID_INPUT);
+    }
   }
   const parsed = def.schema.safeParse(data);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(issue.path)}: ${issue.message}`, ErrorType.INVALID_INPUT);
   }
-  const hostile = findHostileString(parsed.data);
+  const hostile = mayHoldHostileString(parsed.data, 0) ? findHostileString(parsed.data) : undefined;
   if (hostile) throw new SagaInputError(`invalid ${def.type} input at ${fieldPath(hostile.path)}: ${hostile.problem}`, ErrorType.INVALID_INPUT);
   return parsed.data;
+}
+
+/** Most characters JSON.stringify writes for a number (`-0.000001234567890123456` is 24). */
+const MAX_NUMBER_JSON = 32;
+
+/**
+ * An upper bound of the UTF-8 bytes of `JSON.stringify(value)`, in one walk that allocates nothing;
+ * Infinity where none is known cheaply: a value nested {@link MAX_PAYLOAD_DEPTH} levels deep or more
+ * (or a cycle), and anything JSON.stringify may treat in its own way (functions, symbols, BigInt,
+ * `toJSON`, objects that are not plain), for which the caller measures exactly. A UTF-16 code unit
+ * takes at most 6 bytes (`\uXXXX`); a missing value (`undefined`) is counted as `null`.
+ */
+function jsonBytesBound(value: unknown, depth: number): number {
+  switch (typeof value) {
+    case 'string':
+      return 2 + 6 * value.length;
+    case 'number':
+      return MAX_NUMBER_JSON;
+    case 'boolean':
+    case 'undefined':
+      return 5;
+    case 'object': {
+      if (value === null) return 4;
+      if (depth >= MAX_PAYLOAD_DEPTH || 'toJSON' in value) return Infinity;
+      let bytes = 2;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length && bytes <= MAX_PAYLOAD_BYTES; i++) bytes += 1 + jsonBytesBound(value[i], depth + 1);
+        return bytes;
+      }
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return Infinity;
+      for (const key in value) {
+        if (bytes > MAX_PAYLOAD_BYTES) break;
+        if (Object.hasOwn(value, key)) bytes += 4 + 6 * key.length + jsonBytesBound((value as Record<string, unknown>)[key], depth + 1);
+      }
+      return bytes;
+    }
+    default:
+      return Infinity;
+  }
 }
 
 /**
@@ -131,6 +175,26 @@ function pathOf(node: WalkNode): (string | number)[] {
 
 /** A lone high surrogate (no low one after it) or a lone low one (no high one before it). */
 const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Whether `value` may hold a string or an object key {@link findHostileString} refuses: false only
+ * when a walk that allocates nothing (no path, no node) found none within {@link MAX_PAYLOAD_DEPTH}
+ * levels; what it cannot tell (deeper nesting) is left to findHostileString, which says where.
+ */
+function mayHoldHostileString(value: unknown, depth: number): boolean {
+  if (typeof value === 'string') return stringProblem(value) !== undefined;
+  if (typeof value !== 'object' || value === null) return false;
+  if (depth >= MAX_PAYLOAD_DEPTH) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (mayHoldHostileString(value[i], depth + 1)) return true;
+    return false;
+  }
+  // The own enumerable string keys, as Object.entries gives them to findHostileString.
+  for (const key in value) {
+    if (Object.hasOwn(value, key) && (stringProblem(key) !== undefined || mayHoldHostileString((value as Record<string, unknown>)[key], depth + 1))) return true;
+  }
+  return false;
+}
 
 /** What is wrong with `text` for the systems a saga writes to, or undefined when nothing is. */
 function stringProblem(text: string): string | undefined {
@@ -225,7 +289,13 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
   }
   // The workflow id is `<type>-<key>`: an `order` key `cancel-x` would name the `order-cancel` saga of
   // key `x`. Such a key is refused, so that an id names one saga of one type.
-  const shadowed = Object.keys(options.types).find((other) => other.startsWith(`${type}-`) && idempotencyKey.startsWith(`${other.slice(type.length + 1)}-`));
+  let shadowed: string | undefined;
+  for (const [other, prefix] of shadowingTypes(options.types, type)) {
+    if (idempotencyKey.startsWith(prefix)) {
+      shadowed = other;
+      break;
+    }
+  }
   if (shadowed !== undefined) {
     throw new SagaInputError(
       `a ${type} saga's idempotency key may not begin with "${shadowed.slice(type.length + 1)}-": ${JSON.stringify(sagaWorkflowId(type, idempotencyKey))} is the workflow id of the ${shadowed} saga of key ${JSON.stringify(idempotencyKey.slice(shadowed.length - type.length))}`,
@@ -233,7 +303,7 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
     );
   }
   const payload = parseSagaData(def, data);
-  let key: string;
+  let key: string | undefined;
   let legacyKey: string | undefined;
   let operation: SagaInput['operation'];
   try {
@@ -246,30 +316,55 @@ export function prepareSagaRequest(type: string, data: unknown, options: Prepare
       operation = { entityId: rowId, publicId: encodeEntityId(options.intentSecret, def.table.table, rowId), ...(def.releases === true ? { releases: true } : {}) };
       key = intentKey(`${def.scope}-lock`, { entity: rowId }, options.intentSecret);
     } else {
-      // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name.
+      // One intent however its text is spelt in Unicode: NFC and NFD of a name are one name. Text
+      // already in NFC (the common case) is keyed in one walk; any other is normalised first.
       const intent = def.intent(payload);
-      const normalized = normalizeText(intent);
-      key = intentKey(def.scope, normalized.value, options.intentSecret);
-      // Sagas of earlier versions keyed the text as it came: the gate checks that key too.
-      if (normalized.changed) legacyKey = intentKey(def.scope, intent, options.intentSecret);
+      key = intentKeyIfNfc(def.scope, intent, options.intentSecret);
+      if (key === undefined) {
+        const normalized = normalizeText(intent);
+        key = intentKey(def.scope, normalized.value, options.intentSecret);
+        // Sagas of earlier versions keyed the text as it came: the gate checks that key too.
+        if (normalized.changed) legacyKey = intentKey(def.scope, intent, options.intentSecret);
+      }
     }
   } catch (err) {
     if (err instanceof RmsValidationError) throw new SagaInputError(`invalid ${type} intent: ${err.message}`, ErrorType.INVALID_INPUT);
     throw err;
   }
   // Checked here, counted only for a start (sagaLimitCounters).
-  scopeValuesOf(def, payload);
-  return {
-    type,
-    idempotencyKey,
-    intentKey: key,
-    ...(legacyKey === undefined ? {} : { legacyIntentKey: legacyKey }),
-    payload,
-    timings: options.timings,
-    ...(operation ? { operation } : {}),
-    ...(options.owner === undefined ? {} : { owner: options.owner }),
-    ...(deadlineMs === undefined ? {} : { deadlineMs }),
-  };
+  if (def.limits !== undefined) scopeValuesOf(def, payload);
+  // The fields in the order requests always had (prepareSaga keeps it in the plan); optional ones
+  // are present only when set.
+  const request: SagaRequest =
+    legacyKey === undefined
+      ? { type, idempotencyKey, intentKey: key, payload, timings: options.timings }
+      : { type, idempotencyKey, intentKey: key, legacyIntentKey: legacyKey, payload, timings: options.timings };
+  if (operation) request.operation = operation;
+  if (options.owner !== undefined) request.owner = options.owner;
+  if (deadlineMs !== undefined) request.deadlineMs = deadlineMs;
+  return request;
+}
+
+/** {@link shadowingTypes} of each frozen set of types (as sagaTypesOf makes them), by type. */
+const shadowingOf = new WeakMap<SagaTypes, Map<string, readonly (readonly [string, string])[]>>();
+
+/**
+ * The other types of `types` whose workflow ids a key of `type` could spell (`order-cancel` for
+ * `order`), each with the start of such a key (`cancel-`), in the order of `types`' keys; worked out
+ * once per type of a frozen set of types.
+ */
+function shadowingTypes(types: SagaTypes, type: string): readonly (readonly [string, string])[] {
+  let byType = shadowingOf.get(types);
+  let found = byType?.get(type);
+  if (found) return found;
+  found = Object.keys(types)
+    .filter((other) => other.startsWith(`${type}-`))
+    .map((other) => [other, `${other.slice(type.length + 1)}-`] as const);
+  if (Object.isFrozen(types)) {
+    if (!byType) shadowingOf.set(types, (byType = new Map<string, readonly (readonly [string, string])[]>()));
+    byType.set(type, found);
+  }
+  return found;
 }
 
 /** The keyed hash of a request (SagaInput.requestHash): a retry with the same key must carry the same. */

@@ -9,7 +9,7 @@
  * name. This module is light (the OpenTelemetry API only): the gate and the worker import it to ask
  * whether tracing is on ({@link activeTracing}) and to make the project's own spans.
  */
-import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
+import { context, ProxyTracerProvider, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { Resource } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
@@ -63,6 +63,20 @@ async function endingWith<T>(span: Span, fn: () => Promise<T>): Promise<T> {
 
 /** Runs a function with a span active (see {@link inGateSpan}). */
 export type UnderSpan = <R>(fn: () => R) => R;
+
+/** An {@link UnderSpan} that runs the function as it is: where no span was made (see {@link tracingOff}). */
+export const runHere: UnderSpan = (fn) => fn();
+
+/**
+ * Whether no tracer provider is registered with the OpenTelemetry API in this process (neither
+ * `startTracing` nor an app registered one). Every span is then a no-op one that records nothing
+ * and whose context is the active one's (or none), so making it active changes nothing either: a
+ * hot path may make no span at all. A few property reads, no allocation.
+ */
+export function tracingOff(): boolean {
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider && provider.getDelegateTracer(TRACER_NAME) === undefined;
+}
 
 /**
  * Runs `fn` under a new span named `name`, ended when `fn` settles (with the error it throws recorded);
