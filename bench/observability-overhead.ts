@@ -37,7 +37,7 @@ const MAX_OVERHEAD = 0.05;
 /**
  * The target of the issue for traces on with none sampled, on the DUPLICATE answer: at most 10% fewer
  * answers per second. Looser than the others': the context manager and the unsampled spans cost the
- * answer itself (docs/performance.md, sections 10 and 11).
+ * answer itself (docs/performance-archive.md, sections 10 and 11).
  */
 const MAX_UNSAMPLED_DUPLICATE_OVERHEAD = 0.1;
 

@@ -23,7 +23,7 @@ import { freshOrder } from './lib/temporal-load';
 const run = promisify(execFile);
 const CONTENDERS = { sources: 'SagaClient.start, checkout sources', packed: 'SagaClient.start, packed tarball' } as const;
 const IN_FLIGHT = [1, 64];
-/** The issue's figure for the DUPLICATE p50 at 1 in flight before the package existed (docs/performance.md). */
+/** The issue's figure for the DUPLICATE p50 at 1 in flight before the package existed (docs/performance-archive.md, section 3). */
 const BEFORE_MS = 0.097;
 
 /** Runs benchmark 12. */
@@ -99,7 +99,7 @@ export async function packagedClient(ctx: BenchContext): Promise<BenchResult> {
       rows: withRatio,
       targets,
       chartMetric: 'p50',
-      notes: [`DUPLICATE p50 at 1 in flight through the packed tarball: ${packedP50.toFixed(3)} ms (${BEFORE_MS} ms in docs/performance.md, measured from the sources before the package existed, in the early-answer benchmark's process).`],
+      notes: [`DUPLICATE p50 at 1 in flight through the packed tarball: ${packedP50.toFixed(3)} ms (${BEFORE_MS} ms in docs/performance-archive.md, section 3, measured from the sources before the package existed, in the early-answer benchmark's process).`],
       details: { tarball: path.basename(tarball), inFlight: IN_FLIGHT },
     };
   } finally {

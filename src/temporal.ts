@@ -66,7 +66,7 @@ const closedChannelGuard: Interceptor = (options, nextCall) => {
  * `Connection.connect` checks the server under a deadline it sets through its AsyncLocalStorage. On
  * Node 20 the first `run` of any AsyncLocalStorage turns on an async hook that every promise of the
  * process pays for from then on, used or not: a gate answer is a few promises deep, and that was
- * about a fifth of its CPU (docs/performance.md, section 13). Disabled once connected, the hook is off
+ * about a fifth of its CPU (docs/performance-archive.md, section 13). Disabled once connected, the hook is off
  * again unless another storage needs it; a later call with a deadline or an abort signal
  * (`withAbortSignal`) enables it anew. The storage is a protected member of the SDK's (1.24):
  * a release without it costs speed, never the connection.
