@@ -30,6 +30,7 @@ import { wipeKeys } from '../helpers/redis-backends';
 import { freePort } from '../helpers/redis-servers';
 import { startHarness, type SagaHarness } from '../helpers/saga-harness';
 import { DECLINED_CARD, sagaTypesFor, type SimulatedOrderInput } from '../fixtures/orders';
+import { seededRandom } from '../helpers/seeded-random';
 
 /** Requests the driver sends, over {@link DRIVE_MS}; some are a client's retry of an earlier key. */
 const REQUESTS = 300;
@@ -142,17 +143,6 @@ afterAll(async () => {
   await h?.stop();
 });
 
-/** A small seeded generator (mulberry32), so a run's mix can be told apart by its seed. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 function itemsOf(kind: CartKind): SimulatedOrderInput['items'] {
   if (kind === 'plenty') return [{ sku: SKUS.plenty, quantity: 2, priceCents: 1250 }];
@@ -163,7 +153,7 @@ function itemsOf(kind: CartKind): SimulatedOrderInput['items'] {
 
 it('answers every key as its saga ended, does each effect once, and leaves no effect undone or saga stuck', { timeout: 600_000 }, async () => {
   const seed = Number(process.env.FAULT_RUN_SEED ?? Math.floor(Math.random() * 2 ** 31));
-  const random = generator(seed);
+  const random = seededRandom(seed);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
   const began = Date.now();
   const now = () => Date.now() - began;

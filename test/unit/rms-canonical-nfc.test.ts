@@ -7,18 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, canonicalJson, canonicalJsonIfNfc, intentKey, intentKeyIfNfc } from '../../src/rms';
 import { normalizeText } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { seededRandom } from '../helpers/seeded-random';
 
-/** A small seeded generator (mulberry32), so a failure names an input that can be made again. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Pieces of text: ASCII, escapes, Latin-1, NFD and NFC spellings, singletons NFC replaces, CJK, emoji, controls, lone surrogates. */
 const PIECES = ['a', 'Zoë', 'x y', '"', '\\', '\n', '\t', '\u0001', '\u007f', 'é', 'e\u0301', 'A\u030a', '\u212b', '\u00c5', 'ﬁ', '한', '\u1112\u1161\u11ab', '日本', '🧨', '\ud800', '\udc00', '\u0000', '\u0300', 'ǅ', '\u02ff', '\u0344', '\u0958', '\uff21'];
@@ -61,7 +51,7 @@ function fullWay(data: unknown): string | Error {
 
 describe('canonicalJsonIfNfc', () => {
   it('is, wherever it answers, byte for byte the canonical JSON of the data and of its NFC normalisation (20,000 generated inputs, NFC or not)', () => {
-    const next = random(42);
+    const next = seededRandom(42);
     let answered = 0;
     for (let i = 0; i < 20_000; i++) {
       const data = value(next, 0, next() < 0.5);
@@ -77,7 +67,7 @@ describe('canonicalJsonIfNfc', () => {
   });
 
   it('answers for every plain input whose strings and keys are in NFC (5,000 generated inputs)', () => {
-    const next = random(7);
+    const next = seededRandom(7);
     for (let i = 0; i < 5_000; i++) {
       const data = value(next, 0, true);
 
@@ -142,7 +132,7 @@ describe('canonicalJsonIfNfc', () => {
 
 describe('intentKeyIfNfc', () => {
   it('gives the key the gate gave before (the NFC normalisation keyed), or leaves the intent to that way (5,000 generated inputs)', () => {
-    const next = random(1234);
+    const next = seededRandom(1234);
     for (let i = 0; i < 5_000; i++) {
       const data = value(next, 0, next() < 0.5);
 
