@@ -32,9 +32,12 @@ export interface IntentKeys {
   endedSessions: string;
 }
 
-/** The hash tag of `intent`: base64url of the first 96 bits of its SHA-256. */
+/**
+ * The hash tag of `intent`: base64url of the first 96 bits of its SHA-256. 96 bits are 16 whole
+ * base64url characters, so the digest's own base64url is cut there (no Buffer made: a third of the cost).
+ */
 export function intentTag(intent: string): string {
-  return hash('sha256', intent, 'buffer').subarray(0, 12).toString('base64url');
+  return hash('sha256', intent, 'base64url').slice(0, 16);
 }
 
 /**
@@ -78,7 +81,7 @@ export function lockValue(sessionId: string, fencingToken: string): string {
  * slot; it is another slot than the intent's, so a SUCCESS pays one more round trip for it.
  */
 export function limitTag(type: string, caller: string): string {
-  return hash('sha256', `limits\u0000${type}\u0000${caller}`, 'buffer').subarray(0, 12).toString('base64url');
+  return hash('sha256', `limits\u0000${type}\u0000${caller}`, 'base64url').slice(0, 16);
 }
 
 /** The keys of one limit counter of a caller. */
