@@ -1,5 +1,6 @@
 /** Canonical JSON, the request hash of the idempotency store, and the keyed hash of a saga's request. */
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject } from 'node:crypto';
+import { secretKeyOf } from '../secret-key';
 import { InvalidArgumentError } from './errors';
 
 /**
@@ -47,14 +48,15 @@ export function keyedHash(purpose: string, value: unknown, secret: Uint8Array): 
   }
   let key = keys.get(purpose);
   if (key === undefined) {
-    key = createHmac('sha256', secret).update(purpose, 'utf8').digest();
+    // A KeyObject: Node 24 pays two caught exceptions per HMAC keyed with bytes (src/secret-key.ts).
+    key = createSecretKey(createHmac('sha256', secretKeyOf(secret)).update(purpose, 'utf8').digest());
     keys.set(purpose, key);
   }
   return createHmac('sha256', key).update(canonicalJson(value), 'utf8').digest('hex');
 }
 
 /** The keys derived from each intent secret in use, by purpose. */
-const derivedKeys = new WeakMap<Uint8Array, Map<string, Buffer>>();
+const derivedKeys = new WeakMap<Uint8Array, Map<string, KeyObject>>();
 
 function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {
   let value = input;

@@ -4,6 +4,7 @@
  * keyed digest does, which a dictionary of customers and carts cannot reverse without the secret.
  */
 import { createHmac } from 'node:crypto';
+import { secretKeyOf } from '../secret-key';
 import { RmsValidationError } from './errors';
 import { SCOPE_PATTERN, preview } from './validation';
 
@@ -77,7 +78,7 @@ function checkKeying(scope: string, secret: Uint8Array): void {
 }
 
 function keyed(scope: string, canonical: string, secret: Uint8Array): string {
-  return `${scope}:${createHmac('sha256', secret).update(canonical, 'utf8').digest('base64url')}`;
+  return `${scope}:${createHmac('sha256', secretKeyOf(secret)).update(canonical, 'utf8').digest('base64url')}`;
 }
 
 /**
@@ -271,5 +272,5 @@ export function scopeValueDigest(value: string, secret: Uint8Array): string {
   if (!(secret instanceof Uint8Array) || secret.length < MIN_INTENT_SECRET_BYTES) {
     throw new RmsValidationError('secret', `must be at least ${MIN_INTENT_SECRET_BYTES} bytes`);
   }
-  return createHmac('sha256', secret).update(`limit-scope\u0000${value}`, 'utf8').digest().subarray(0, 16).toString('base64url');
+  return createHmac('sha256', secretKeyOf(secret)).update(`limit-scope\u0000${value}`, 'utf8').digest().subarray(0, 16).toString('base64url');
 }
