@@ -226,7 +226,8 @@ export class SagaClient<S extends SagaList = SagaList> {
    * `errors`. Redrives sent together are answered by one round. A saga of another owner than the
    * call's scope ({@link OwnerScope}) is answered as a missing one.
    * @throws RedriveError when the saga does not wait in NEEDS_ATTENTION (it runs its steps,
-   * compensates, its wait has ended, or it has ended): nothing was run. WorkflowNotFoundError when
+   * compensates, its wait has ended, or it has ended, also while the redrive was on its way):
+   * nothing was run. WorkflowNotFoundError when
    * there is no such saga (of the scope's owner).
    */
   async redrive(workflowId: string, options: OwnerScope = {}): Promise<SagaState> {
@@ -240,8 +241,8 @@ export class SagaClient<S extends SagaList = SagaList> {
    * freely. It may come before the saga reaches its wait. The payload (at most MAX_PAYLOAD_BYTES of
    * JSON) is what the steps after the wait find; it travels through the codec like the saga's input.
    * A saga of another owner than the call's scope ({@link OwnerScope}) is answered as a missing one.
-   * @throws SignalError when the saga does not take it (it has ended, its plan waits for no such
-   * signal, or that wait timed out): nothing was recorded. SagaInputError for a malformed name or
+   * @throws SignalError when the saga does not take it (it has ended, also while the signal was on
+   * its way, its plan waits for no such signal, or that wait timed out): nothing was recorded. SagaInputError for a malformed name or
    * payload. WorkflowNotFoundError when there is no such saga (of the scope's owner).
    */
   async signal(workflowId: string, signal: string, payload?: unknown, options: OwnerScope = {}): Promise<SagaSignalReceipt> {

@@ -31,8 +31,9 @@ export async function redrive(core: ClientCore, workflowId: string, options: Own
 
 /**
  * Sends an update to the running saga `workflowId` of the call's owner scope: a saga that has ended
- * is refused with `how.refused(how.ended(status))` before anything is sent, and the update's own
- * refusal (an ApplicationFailure of type `how.refusal`) becomes `how.refused(its message)`.
+ * is refused with `how.refused(how.ended(status))` before anything is sent, and so is one that ends
+ * while the update is on its way (Temporal then drops the update: nothing was recorded). The
+ * update's own refusal (an ApplicationFailure of type `how.refusal`) becomes `how.refused(its message)`.
  */
 export async function updateRunning<R>(
   core: ClientCore,
@@ -47,9 +48,15 @@ export async function updateRunning<R>(
   try {
     return await update(handle);
   } catch (err) {
-    const { WorkflowUpdateFailedError, ApplicationFailure } = await temporalClientLibrary();
+    const { WorkflowUpdateFailedError, WorkflowNotFoundError, ApplicationFailure } = await temporalClientLibrary();
     const cause = err instanceof WorkflowUpdateFailedError ? err.cause : undefined;
     if (cause instanceof ApplicationFailure && cause.type === how.refusal) throw how.refused(cause.message);
+    // The saga ended after the check above: Temporal refuses an update to a closed workflow, and
+    // aborts one that was on its way when the workflow closed ("aborted by closing workflow").
+    if (err instanceof WorkflowNotFoundError) {
+      const now = await handle.describe().catch(() => undefined);
+      if (now !== undefined && now.status.name !== 'RUNNING') throw how.refused(how.ended(now.status.name));
+    }
     throw err;
   }
 }

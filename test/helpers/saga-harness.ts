@@ -44,6 +44,8 @@ export interface SagaHarness {
    * options if given; of the default owner, and no operator's, unless given.
    */
   newClient: (timings?: Partial<SagaTimings>, options?: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'>) => SagaClient;
+  /** The options {@link newClient} makes its client with (for a test that needs the client's parts). */
+  clientOptions: (timings?: Partial<SagaTimings>, options?: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'>) => SagaClientOptions;
   /** The in-process worker, unless started with `worker: false`. */
   app?: AppWorker;
   /** The saga types of worker and client (the order app's, calling {@link payments}, unless given). */
@@ -89,26 +91,27 @@ export async function startHarness(
   const rms = new Rms(redis, { keyPrefix: config.redis.keyPrefix });
   const connection = await Connection.connect({ address: config.temporal.address });
   const temporal = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverterOf(config) });
-  const newClient = (timings: Partial<SagaTimings> = {}, options: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'> = {}) =>
-    new SagaClient({
-      ...options,
-      client: temporal,
-      rms,
-      pool,
-      taskQueue: config.temporal.taskQueue,
-      uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
-      timings: { ...config.saga, compensationAttempts: 2, ...timings },
-      types,
-      intentSecret: requireIntentSecret(config),
-      existsTtlMs: config.entityExistsTtlMs,
-      keyRetentionMs: config.idempotencyRetentionMs,
-    });
+  const clientOptions = (timings: Partial<SagaTimings> = {}, options: Pick<SagaClientOptions, 'pickupLeaseMs' | 'owner' | 'operator'> = {}): SagaClientOptions => ({
+    ...options,
+    client: temporal,
+    rms,
+    pool,
+    taskQueue: config.temporal.taskQueue,
+    uiUrl: `${config.temporal.uiUrl}/namespaces/${config.temporal.namespace}`,
+    timings: { ...config.saga, compensationAttempts: 2, ...timings },
+    types,
+    intentSecret: requireIntentSecret(config),
+    existsTtlMs: config.entityExistsTtlMs,
+    keyRetentionMs: config.idempotencyRetentionMs,
+  });
+  const newClient: SagaHarness['newClient'] = (timings, options) => new SagaClient(clientOptions(timings, options));
   return {
     config,
     // The tests' view from outside: its reads reach every owner's sagas, as the operator's CLI does;
     // its starts run for the default owner.
     client: newClient({}, { operator: true }),
     newClient,
+    clientOptions,
     redis,
     pool,
     rms,

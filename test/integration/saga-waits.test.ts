@@ -10,6 +10,9 @@ import type { Pool } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { SignalError } from '../../src/client';
+import { ClientCore, temporalDefinitions } from '../../src/client/core';
+import { updateRunning } from '../../src/client/operator';
+import { ErrorType } from '../../src/shared/saga';
 import { createPool } from '../../src/db';
 import { createSagaServer } from '../../src/http';
 import { SagaMetrics } from '../../src/metrics';
@@ -23,11 +26,25 @@ const holds = fencedTable(`${schema}.holds`, ['seat']);
 const seatSchema = z.object({ seat: z.string().min(1), holdMs: z.number().int().nonnegative().optional() }).strict();
 type Seat = z.infer<typeof seatSchema>;
 
+/** The sagas whose ticket waits for their test to let it go on (see {@link latchTicket}), by saga key. */
+const ticketLatches = new Map<string, Promise<void>>();
+
+/** Holds the ticket step of saga `sagaKey` until the function returned is called (a saga then runs on after its signal). */
+function latchTicket(sagaKey: string): () => void {
+  let open!: () => void;
+  ticketLatches.set(sagaKey, new Promise<void>((resolve) => (open = resolve)));
+  return () => {
+    ticketLatches.delete(sagaKey);
+    open();
+  };
+}
+
 /** Each step writes what it did to the ledger, keyed by its saga: the effects a test counts. */
 const record =
   (what: string): StepHandler<Seat> =>
   async (tx, ctx) => {
     if (ctx.input.holdMs && what === 'held') await new Promise((resolve) => setTimeout(resolve, ctx.input.holdMs));
+    if (what === 'issued') await ticketLatches.get(ctx.sagaKey);
     const seen = JSON.stringify(ctx.entity?.results ?? {});
     await tx.query(`INSERT INTO ${schema}.ledger (saga_key, what, seen) VALUES ($1, $2, $3) ON CONFLICT (saga_key, what) DO NOTHING`, [ctx.sagaKey, what, seen]);
     return { [what]: true };
@@ -90,6 +107,8 @@ describe('a saga that waits for a signal', () => {
   it('waits holding its entity, with no lease kept, and goes on with the first signal it gets; a repeat changes nothing', () => run(async () => {
     const s = seat();
     const started = await h.client.start('seat-hold', { seat: s });
+    // The ticket waits until the repeat below is answered: the repeat reaches a saga still running.
+    const letTicketGo = latchTicket(started.workflowId);
     const waiting = await eventually(() => h.client.status(started.workflowId), (s) => s.state.phase === 'WAITING', 'the saga to wait');
     expect(waiting.state.waiting).toMatchObject({ step: 'paid', signal: 'payment-confirmed', until: expect.any(String) });
     // Waiting costs no lease: the entity's marker holds the intent, and another request is a DUPLICATE.
@@ -98,8 +117,13 @@ describe('a saga that waits for a signal', () => {
     const listed = await h.client.list({ type: 'seat-hold', phase: 'WAITING' });
     expect(listed.map((s) => s.workflowId)).toContain(started.workflowId);
 
-    const first = await h.client.signal(started.workflowId, 'payment-confirmed', { paymentId: 'pay-1' });
-    const again = await h.client.signal(started.workflowId, 'payment-confirmed', { paymentId: 'pay-2' });
+    let first, again;
+    try {
+      first = await h.client.signal(started.workflowId, 'payment-confirmed', { paymentId: 'pay-1' });
+      again = await h.client.signal(started.workflowId, 'payment-confirmed', { paymentId: 'pay-2' });
+    } finally {
+      letTicketGo();
+    }
 
     expect(first).toEqual({ signal: 'payment-confirmed', first: true });
     expect(again).toEqual({ signal: 'payment-confirmed', first: false });
@@ -111,6 +135,28 @@ describe('a saga that waits for a signal', () => {
     // The ticket's step saw the first signal's payload.
     expect(ledger.find((l) => l.what === 'issued')!.seen).toMatchObject({ paid: { signal: 'payment-confirmed', payload: { paymentId: 'pay-1' } } });
     await expect(h.client.signal(started.workflowId, 'payment-confirmed')).rejects.toThrow(SignalError);
+  }));
+
+  it('refuses a signal that meets the saga\'s end on its way as one sent after the end: typed, and nothing recorded', () => run(async () => {
+    const started = await h.client.start('seat-hold', { seat: seat() });
+    const letTicketGo = latchTicket(started.workflowId);
+    await eventually(() => h.client.status(started.workflowId), (s) => s.state.phase === 'WAITING', 'the saga to wait');
+    expect(await h.client.signal(started.workflowId, 'payment-confirmed', { paymentId: 'pay-1' })).toEqual({ signal: 'payment-confirmed', first: true });
+    const { signalUpdate } = await temporalDefinitions();
+    const refusals = { refusal: ErrorType.NOT_WAITING, refused: (message: string) => new SignalError(started.workflowId, message), ended: (status: string) => `ended (${status})` };
+
+    // The check finds the saga running; the saga ends before the update is sent (Temporal refuses
+    // it then, or aborts it when the saga closes with the update on its way).
+    const late = updateRunning(new ClientCore(h.clientOptions({}, { operator: true })), started.workflowId, {}, async (handle) => {
+      letTicketGo();
+      await handle.result();
+      return handle.executeUpdate(signalUpdate, { args: [{ signal: 'payment-confirmed', payload: { paymentId: 'pay-late' } }] });
+    }, refusals);
+
+    await expect(late).rejects.toThrow(SignalError);
+    await expect(late).rejects.toThrow('ended (COMPLETED)');
+    expect((await h.client.result(started.workflowId)).outcome).toBe('COMPLETED');
+    expect((await ledgerOf(started.workflowId)).find((l) => l.what === 'issued')!.seen).toMatchObject({ paid: { payload: { paymentId: 'pay-1' } } });
   }));
 
   it('expires an unpaid hold: the seat is released and the intent free for the next buyer', () => run(async () => {
@@ -199,6 +245,7 @@ describe('a signal over HTTP', () => {
     ];
     const app = createSagaServer({ client: h.client, types, clients, readiness: {} });
     const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    let letTicketGo = () => {};
     try {
       const post = (path: string, token: string, body?: unknown, key?: string) =>
         fetch(`${base}${path}`, {
@@ -210,11 +257,14 @@ describe('a signal over HTTP', () => {
       expect(created.status).toBe(201);
       const { workflowId } = (await created.json()) as { workflowId: string };
       const signalPath = `/v1/sagas/${workflowId}/signals/payment-confirmed`;
+      // As above: the repeat reaches a saga still running.
+      letTicketGo = latchTicket(workflowId);
 
       const foreign = await post(signalPath, clients[1]!.token, { paymentId: 'theirs' });
       const unknown = await post(`/v1/sagas/${workflowId}/signals/item-collected`, clients[0]!.token);
       const first = await post(signalPath, clients[0]!.token, { paymentId: 'pay-http' });
       const again = await post(signalPath, clients[0]!.token, { paymentId: 'pay-again' });
+      letTicketGo();
 
       expect(foreign.status).toBe(404);
       expect(unknown.status).toBe(409);
@@ -225,6 +275,7 @@ describe('a signal over HTTP', () => {
       expect((await h.client.result(workflowId)).outcome).toBe('COMPLETED');
       expect((await ledgerOf(workflowId)).find((l) => l.what === 'issued')!.seen).toMatchObject({ paid: { payload: { paymentId: 'pay-http' } } });
     } finally {
+      letTicketGo();
       await app.close();
     }
   }));
