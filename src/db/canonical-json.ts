@@ -40,23 +40,25 @@ export function keyedRequestHash(payload: unknown, secret: Uint8Array): string {
  * @throws InvalidArgumentError when the value is not JSON (a bigint, a cycle).
  */
 export function keyedHash(purpose: string, value: unknown, secret: Uint8Array): string {
-  // Derived once per secret and purpose: every gate answer hashes its request, a DUPLICATE's included.
-  let keys = derivedKeys.get(secret);
+  // Derived once per secret's bytes and purpose (a secret changed in place has a new KeyObject):
+  // every gate answer hashes its request, a DUPLICATE's included.
+  const secretKey = secretKeyOf(secret);
+  let keys = derivedKeys.get(secretKey);
   if (keys === undefined) {
     keys = new Map();
-    derivedKeys.set(secret, keys);
+    derivedKeys.set(secretKey, keys);
   }
   let key = keys.get(purpose);
   if (key === undefined) {
     // A KeyObject: Node 24 pays two caught exceptions per HMAC keyed with bytes (src/secret-key.ts).
-    key = createSecretKey(createHmac('sha256', secretKeyOf(secret)).update(purpose, 'utf8').digest());
+    key = createSecretKey(createHmac('sha256', secretKey).update(purpose, 'utf8').digest());
     keys.set(purpose, key);
   }
   return createHmac('sha256', key).update(canonicalJson(value), 'utf8').digest('hex');
 }
 
-/** The keys derived from each intent secret in use, by purpose. */
-const derivedKeys = new WeakMap<Uint8Array, Map<string, KeyObject>>();
+/** The keys derived from each intent secret in use (its KeyObject, see secretKeyOf), by purpose. */
+const derivedKeys = new WeakMap<KeyObject, Map<string, KeyObject>>();
 
 function encode(input: unknown, key: string, ancestors: Set<object>, path: string): string | undefined {
   let value = input;

@@ -50,4 +50,15 @@ describe('secretKeyOf', () => {
     expect(intentKey('order', INTENT, secret)).toBe(intentKey('order', INTENT, Buffer.from(secret)));
     expect(scopeValueDigest('customer-1', secret)).toBe(scopeValueDigest('customer-1', Buffer.from(secret)));
   });
+
+  it('derives the request hash\'s key from the bytes a secret holds now, not those it held at first use', () => {
+    const secret = Buffer.from(SECRET);
+    const request = { type: 'order', payload: { customer: 'c-1' } };
+    const before = keyedRequestHash(request, secret);
+
+    secret[0] = secret[0]! ^ 0xff;
+
+    expect(keyedRequestHash(request, secret)).not.toBe(before);
+    expect(keyedRequestHash(request, secret)).toBe(keyedRequestHash(request, Buffer.from(secret)));
+  });
 });
