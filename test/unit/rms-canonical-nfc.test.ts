@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { MAX_CANONICAL_JSON_BYTES, MAX_CANONICAL_JSON_DEPTH, canonicalJson, canonicalJsonIfNfc, intentKey, intentKeyIfNfc } from '../../src/rms';
+import { sortedKeys } from '../../src/rms/intent-key';
 import { normalizeText } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
 import { seededRandom } from '../helpers/seeded-random';
@@ -127,6 +128,27 @@ describe('canonicalJsonIfNfc', () => {
         expect(two.normalize('NFC') === two, JSON.stringify(two)).toBe(true);
       }
     }
+  });
+});
+
+describe('sortedKeys', () => {
+  it("orders an object's keys as Object.keys(...).sort() does, by insertion up to 16 keys and by sort beyond (2,000 generated objects of 0 to 40 keys)", () => {
+    const next = seededRandom(0x5e17);
+    const sizes = new Set<number>();
+    for (let n = 0; n < 2_000; n++) {
+      const record: Record<string, unknown> = {};
+      const count = Math.floor(next() * 41);
+      for (let i = 0; i < count; i++) {
+        // Text of every kind, and keys V8 keeps as array indexes (listed first, in numeric order).
+        const key = next() < 0.2 ? String(Math.floor(next() * 1_000)) : text(next, false) || `k${i}`;
+        record[key] = i;
+      }
+      const keys = Object.keys(record);
+      sizes.add(keys.length);
+      expect(sortedKeys(record)).toEqual([...keys].sort());
+    }
+    expect(Math.min(...sizes)).toBe(0);
+    expect(Math.max(...sizes)).toBeGreaterThan(16);
   });
 });
 
