@@ -5,25 +5,12 @@
  * the exact measure be skipped.
  */
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineSagaTypes, MAX_PAYLOAD_BYTES, prepareSaga, type SagaDefinition } from '../../src/sagas';
+import { MAX_PAYLOAD_BYTES, prepareSaga } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
-import { ordersTable } from '../fixtures/orders';
+import { blobTypes } from '../fixtures/blob-saga';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
-const blobSaga: SagaDefinition<{ body?: unknown }> = {
-  type: 'blob',
-  scope: 'blob',
-  schema: z.object({ body: z.unknown() }).strict(),
-  intent: () => ({}),
-  table: ordersTable,
-  row: () => ({}),
-  steps: [],
-  handlers: {},
-  compensation: { parallel: false, continueOnError: true, freeIntent: true },
-};
-const types = defineSagaTypes(blobSaga);
-const prepare = (data: unknown) => prepareSaga('blob', data, { timings, intentSecret: TEST_INTENT_SECRET, types });
+const prepare = (data: unknown) => prepareSaga('blob', data, { timings, intentSecret: TEST_INTENT_SECRET, types: blobTypes });
 const bytesOf = (data: unknown) => Buffer.byteLength(JSON.stringify(data), 'utf8');
 
 /** `{ body: <string> }` whose JSON is exactly `bytes` long, the string made of `unit` (1 byte of JSON each) padded with 'x'. */

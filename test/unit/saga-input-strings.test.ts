@@ -8,6 +8,7 @@ import { z } from 'zod';
 
 import { defineSagaTypes, planSaga, prepareSaga, type SagaDefinition } from '../../src/sagas';
 import { TEST_INTENT_SECRET } from '../helpers/secrets';
+import { blobTypes } from '../fixtures/blob-saga';
 import { ordersTable, sagaTypes, type OrderInput } from '../fixtures/orders';
 
 const timings = { leaseMs: 30_000, heartbeatIntervalMs: 5_000, heartbeatTimeoutMs: 15_000, compensationAttempts: 5 };
@@ -89,18 +90,6 @@ describe('hostile strings in a saga input', () => {
   });
 
   describe('in a free-form field', () => {
-    const blobSaga: SagaDefinition<{ body?: unknown }> = {
-      type: 'blob',
-      scope: 'blob',
-      schema: z.object({ body: z.unknown() }).strict(),
-      intent: () => ({}),
-      table: ordersTable,
-      row: () => ({}),
-      steps: [],
-      handlers: {},
-      compensation: noteSaga.compensation,
-    };
-    const blobs = defineSagaTypes(blobSaga);
     const nested = (depth: number, inner: unknown) => {
       let body = inner;
       for (let i = 0; i < depth; i++) body = [body];
@@ -108,14 +97,14 @@ describe('hostile strings in a saga input', () => {
     };
 
     it('finds one at the deepest nesting accepted, and names where', () => {
-      const err = refusal(() => prepareSaga('blob', { body: nested(62, `deep${'\u0000'}`) }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobs }));
+      const err = refusal(() => prepareSaga('blob', { body: nested(62, `deep${'\u0000'}`) }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobTypes }));
 
       expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
       expect(err.message).toBe(`invalid blob input at body${'.0'.repeat(62)}: contains a NUL character (U+0000)`);
     });
 
     it('refuses deeper nesting with INVALID_INPUT, not a stack overflow, and names where in short', () => {
-      const err = refusal(() => prepareSaga('blob', { body: nested(20_000, 'deep') }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobs }));
+      const err = refusal(() => prepareSaga('blob', { body: nested(20_000, 'deep') }, { timings, intentSecret: TEST_INTENT_SECRET, types: blobTypes }));
 
       expect(err).toMatchObject({ name: 'SagaInputError', code: 'INVALID_INPUT' });
       expect(err.message).toMatch(/^invalid blob input at body(\.0)+: nested deeper than 64 levels$/);
