@@ -18,23 +18,20 @@ export function activities(input: SagaInput) {
   // On cancellation the saga waits for a running activity to settle: a step's compensation must
   // never run before (and so miss) the effect of the step it undoes.
   const settle = { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } as const;
+  // A long, monolithic write: its liveness is the heartbeat, not the start-to-close timeout.
+  const writing: ActivityOptions = {
+    startToCloseTimeout: '30m',
+    heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+    retry: { ...RETRY_INFRA, maximumAttempts: 5 },
+    ...settle,
+  };
   return {
     reserve: proxyActivities<SagaActivities>({ ...quick, summary: 'reserve the intent in the RMS', retry: { ...RETRY_INFRA, maximumAttempts: 4 } }),
-    write: proxyActivities<SagaActivities>({
-      // A long, monolithic write: its liveness is the heartbeat, not the start-to-close timeout.
-      startToCloseTimeout: '30m',
-      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
-      summary: 'write the fenced row (heartbeats extend the lease)',
-      retry: { ...RETRY_INFRA, maximumAttempts: 5 },
-      ...settle,
-    }),
+    write: proxyActivities<SagaActivities>({ ...writing, summary: 'write the fenced row (heartbeats extend the lease)' }),
     // The write that also registers its row and promotes the reservation (write-registers).
     writeRegistered: proxyActivities<SagaActivities>({
-      startToCloseTimeout: '30m',
-      heartbeatTimeout: input.timings.heartbeatTimeoutMs,
+      ...writing,
       summary: 'write the fenced row and register it (heartbeats extend the lease), promote the reservation',
-      retry: { ...RETRY_INFRA, maximumAttempts: 5 },
-      ...settle,
     }),
     finalize: proxyActivities<SagaActivities>({ ...quick, summary: 'mark the row REGISTERED, promote the reservation', ...settle }),
     release: proxyActivities<SagaActivities>({ ...quick, summary: 'release the reservation (the deadline passed before the write)' }),
