@@ -85,7 +85,7 @@ async function main(): Promise<number> {
   let machine;
   try {
     machine = await machineInfo(services.config, services.temporalCli);
-    const ctx: BenchContext = { config: services.config, sizes: options.sizes, progress, workers, onCleanup: (close) => void cleanups.push(close) };
+    const ctx: BenchContext = { config: services.config, serverMetricsUrl: services.serverMetricsUrl, sizes: options.sizes, progress, workers, onCleanup: (close) => void cleanups.push(close) };
     for (const name of options.only) {
       const start = os.loadavg()[0]!;
       const result = await RUNNERS[name](ctx);

@@ -4,8 +4,10 @@
  * row under a unique index on the intent, the charge at the payment provider, the stock, compensations
  * on failure; no gate, fencing or lease), and against a bare workflow running as many no-op activities
  * as the saga (the Temporal ceiling), each on as many worker processes of its own, in the same rounds.
- * After each case, what one workflow of each kind cost: Temporal's work from a few histories, and
- * PostgreSQL's transactions and connections per workflow (bench/lib/workflow-cost.ts).
+ * After each case, what one workflow of each kind cost: Temporal's work from a few histories,
+ * PostgreSQL's transactions and connections per workflow (bench/lib/workflow-cost.ts), and the
+ * Temporal server's requests, persistence calls, history tasks and commands from its own counters
+ * (bench/lib/server-work.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -18,6 +20,7 @@ import { baselineRatio, cpuNote, formatNumber, formatRatio, latencyColumns, rati
 import { caseRows, type BenchContext, type Contender } from './lib/rounds';
 import { closedLoopContender, completeOrderSaga, connectClients } from './lib/temporal-load';
 import { PG_STATS_SETTLE_MS, databaseCounterReader, historyCostText, sampleHistoryCost, type DatabaseCounters, type HistorySample } from './lib/workflow-cost';
+import { ServerWorkMeter, serverCounterReader, serverWorkJson, serverWorkText, type ServerWork } from './lib/server-work';
 import { workerProcesses } from './lib/workers';
 import { noopActivitiesWorkflow } from './workflows';
 import { orderSaga } from '../test/fixtures/orders';
@@ -63,6 +66,8 @@ interface CaseCost {
   saga: HistorySample;
   /** The run's database (the saga's: gate, worker, its payment provider) and the baseline's own. */
   postgres: { saga: PostgresCost; baseline: PostgresCost };
+  /** What the Temporal server did over each contender's runs, by its own counters (bench/lib/server-work.ts). */
+  server: { saga: ServerWork; baseline: ServerWork };
 }
 
 /** The deltas from `before` to `after` over `workflows` completed workflows. */
@@ -98,7 +103,8 @@ function costNote(c: CaseCost): string {
   return (
     `Cost per workflow at ${c.case} (median of the last ${HISTORY_SAMPLE} completed of each kind, from their Temporal histories): ` +
     `hand-written workflow: ${historyCostText(c.baseline)}; bare workflow: ${historyCostText(c.bare)}; order saga: ${historyCostText(c.saga)}. ` +
-    `Heartbeats leave no history event and are not counted (the activities with a heartbeat timeout heartbeat as they start, then every HEARTBEAT_INTERVAL_MS). ${pgText}.`
+    `Heartbeats leave no history event and are not counted here (the activities with a heartbeat timeout heartbeat as they start, then every HEARTBEAT_INTERVAL_MS; the server's counts below include them). ${pgText}. ` +
+    serverWorkText('order saga', c.server.saga, 'hand-written workflow', c.server.baseline)
   );
 }
 
@@ -117,7 +123,7 @@ function withTotalCpu(contender: Contender): Contender {
 }
 
 /** Runs benchmark 4. */
-export async function sagaThroughput({ config, sizes, progress, workers, onCleanup }: BenchContext): Promise<BenchResult> {
+export async function sagaThroughput({ config, serverMetricsUrl, sizes, progress, workers, onCleanup }: BenchContext): Promise<BenchResult> {
   const { workerCounts, perRound, inFlight, roundMs } = sizes.sagas;
   const baseline = await startBaseline(config, progress);
   onCleanup(baseline.close);
@@ -129,6 +135,7 @@ export async function sagaThroughput({ config, sizes, progress, workers, onClean
     const meter = devServerMeter(redis, { 'saga workers': () => workers.sagaPids, 'baseline workers': () => baseline.pids, 'bench workers': () => workers.barePids });
     const sagaCounters = await databaseCounterReader(workers.sagaConfig.db.url);
     const baselineCounters = await databaseCounterReader(baseline.config.db.url);
+    const serverCounters = serverCounterReader(serverMetricsUrl, config.temporal.namespace);
     try {
       for (const count of workerCounts) {
         await Promise.all([workers.scaleTo(count), baseline.scaleTo(count)]);
@@ -151,8 +158,15 @@ export async function sagaThroughput({ config, sizes, progress, workers, onClean
         const saga = closedLoopContender(CONTENDERS.saga, meter, load, async () => {
           sagaIds.push((await completeOrderSaga(sagas, 'saga-throughput')).workflowId);
         });
+        // The server's counters around each contender's runs, by the workflows each completed.
+        const server = new ServerWorkMeter(serverCounters);
+        const counted = [
+          server.wrap(withTotalCpu(hand), () => baselineIds.length),
+          server.wrap(withTotalCpu(bare), () => bareIds.length),
+          server.wrap(withTotalCpu(saga), () => sagaIds.length),
+        ];
         const before = await Promise.all([sagaCounters.read(), baselineCounters.read()]);
-        rows.push(...(await caseRows('saga-throughput', caseName, CONTENDERS.baseline, [hand, bare, saga].map(withTotalCpu), sizes.sagas.rounds, progress)));
+        rows.push(...(await caseRows('saga-throughput', caseName, CONTENDERS.baseline, counted, sizes.sagas.rounds, progress)));
         progress.update(`saga-throughput ${caseName}: reading ${HISTORY_SAMPLE} histories of each kind, waiting for PostgreSQL's counters`);
         const [baselineCost, bareCost, sagaCost] = await Promise.all([
           sampleHistoryCost(client, baselineIds, HISTORY_SAMPLE),
@@ -167,6 +181,7 @@ export async function sagaThroughput({ config, sizes, progress, workers, onClean
           bare: bareCost,
           saga: sagaCost,
           postgres: { saga: postgresCost(before[0], after[0], sagaIds.length), baseline: postgresCost(before[1], after[1], baselineIds.length) },
+          server: { saga: server.work.get(CONTENDERS.saga)!, baseline: server.work.get(CONTENDERS.baseline)! },
         });
       }
       // After the last reading, so that its workflows count in no case: a baseline that answers
@@ -224,6 +239,6 @@ export async function sagaThroughput({ config, sizes, progress, workers, onClean
     targets,
     chartMetric: 'throughput',
     notes: [...cases.map((c) => cpuNote(withRatio, c, 'ms', 'workflow')), ...againstBare, ...costs.map(costNote)],
-    details: { costPerWorkflow: costs },
+    details: { costPerWorkflow: costs.map((c) => ({ ...c, server: { saga: serverWorkJson(c.server.saga), baseline: serverWorkJson(c.server.baseline) } })) },
   };
 }

@@ -17,6 +17,7 @@ import { ensureDatabase } from '../../src/db/migrate';
 import { PROJECT_ROOT } from '../../src/paths';
 
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { freePort } from '../../scripts/demo/stack';
 import type { Progress } from './progress';
 import type { Machine } from './report';
 import { createProviderServer, ensureProviderSchema } from '../../test/fixtures/orders';
@@ -30,6 +31,8 @@ export interface Services {
   redisPrefix: string;
   /** Path of the Temporal CLI binary serving the dev server. */
   temporalCli: string;
+  /** The dev server's own metrics (Prometheus text, `--metrics-port`): what the server did, counted (bench/lib/server-work.ts). */
+  serverMetricsUrl: string;
   /** Stops the dev server, drops the database, deletes the prefix. A second call waits for the first. */
   close: () => Promise<void>;
 }
@@ -147,8 +150,13 @@ export async function startServices(progress: Progress): Promise<Services> {
     const providerUrl = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}`;
     progress.update('starting a Temporal dev server');
     const temporalCli = temporalExecutable();
+    const metricsPort = await freePort();
     env = await TestWorkflowEnvironment.createLocal({
-      server: { executable: { type: 'existing-path', path: temporalCli }, searchAttributes: [...SEARCH_ATTRIBUTES], extraArgs: ['--log-level', 'error', '--output', 'none'] },
+      server: {
+        executable: { type: 'existing-path', path: temporalCli },
+        searchAttributes: [...SEARCH_ATTRIBUTES],
+        extraArgs: ['--log-level', 'error', '--output', 'none', '--metrics-port', String(metricsPort)],
+      },
     });
     const config = loadConfig({
       ...process.env,
@@ -168,7 +176,7 @@ export async function startServices(progress: Progress): Promise<Services> {
     });
     // The order app reads its provider from the environment: this process's and its children's.
     process.env.PAYMENT_PROVIDER_URL = providerUrl;
-    return { config, redisPrefix, temporalCli, close };
+    return { config, redisPrefix, temporalCli, serverMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`, close };
   } catch (err) {
     await close();
     throw err;

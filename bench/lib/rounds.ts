@@ -10,6 +10,8 @@ import type { WorkerFleet } from './workers';
 export interface BenchContext {
   /** The run's services (dev server, throwaway database, Redis); task queue and key prefix are the run's. */
   config: Config;
+  /** The run's dev server's own metrics (Prometheus text): what it did, counted (bench/lib/server-work.ts). */
+  serverMetricsUrl: string;
   sizes: Sizes;
   progress: Progress;
   /** Worker processes for the Temporal benchmarks, started on demand and stopped by the harness. */
