@@ -103,7 +103,7 @@ function costNote(c: CaseCost): string {
   return (
     `Cost per workflow at ${c.case} (median of the last ${HISTORY_SAMPLE} completed of each kind, from their Temporal histories): ` +
     `hand-written workflow: ${historyCostText(c.baseline)}; bare workflow: ${historyCostText(c.bare)}; order saga: ${historyCostText(c.saga)}. ` +
-    `Heartbeats leave no history event and are not counted here (the activities with a heartbeat timeout heartbeat as they start, then every HEARTBEAT_INTERVAL_MS; the server's counts below include them). ${pgText}. ` +
+    `Heartbeats leave no history event and are not counted here (the activities with a heartbeat timeout beat every HEARTBEAT_INTERVAL_MS, not as they start; the server's counts below include them). ${pgText}. ` +
     serverWorkText('order saga', c.server.saga, 'hand-written workflow', c.server.baseline)
   );
 }

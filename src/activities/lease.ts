@@ -69,7 +69,8 @@ export async function withLease<T>(
     if (abort.signal.aborted) throw abort.signal.reason;
     let held = first.status === 'EXTENDED';
     let expiresAt = first.status === 'EXTENDED' ? first.expiresAt : 0;
-    ctx.heartbeat({ expiresAt });
+    // The first beat one interval in, not now: each heartbeat is a write on the Temporal server,
+    // and work that ends within an interval needs none (the heartbeat timeout runs from the start).
     beat = setInterval(() => {
       if (!held) {
         // Only work that need not hold the lease gets here: it heartbeats on, and nothing is extended.

@@ -642,7 +642,7 @@ async function withHeartbeats<T>(intervalMs: number, work: (signal: AbortSignal)
   const ctx = Context.current();
   const timeoutMs = ctx.info.heartbeatTimeoutMs;
   const every = timeoutMs ? Math.min(intervalMs, Math.max(1, Math.floor(timeoutMs / 3))) : intervalMs;
-  ctx.heartbeat();
+  // As in withLease: the first beat one interval in (each is a write on the Temporal server).
   const beat = setInterval(() => {
     if (!ctx.cancellationSignal.aborted) ctx.heartbeat();
   }, every);
