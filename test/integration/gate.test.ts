@@ -734,11 +734,19 @@ describe('a fault run: every worker down longer than the pickup lease, then retr
     const lone = Array.from({ length: 2 }, () => order());
     const firsts = await Promise.all([...carts, ...lone].map((cart) => short.start('order', cart, { idempotencyKey: `fault-${randomUUID()}` })));
     await Promise.all(firsts.map((f) => eventually(() => h.rms.inspect(f.intentKey), (i) => i.holder === undefined, 'the gate leases to expire')));
-    const seconds = await Promise.all(carts.map((cart) => h.client.start('order', cart, { idempotencyKey: `fault-${randomUUID()}` })));
+    // The second keys' sagas run on a task queue of their own, after the firsts have ended: with one
+    // worker for all, a second saga could end and free the intent before a first's workflow task
+    // asked for it, and that first would take it again.
+    const laterQueue = `${h.config.temporal.taskQueue}-later`;
+    const later = new SagaClient({ ...h.clientOptions({}, { operator: true }), taskQueue: laterQueue });
+    const seconds = await Promise.all(carts.map((cart) => later.start('order', cart, { idempotencyKey: `fault-${randomUUID()}` })));
     expect(seconds.map((s) => s.reservation.status)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS']);
     const sagas = [...firsts, ...seconds];
 
-    const finals = await withWorker(() => Promise.all(sagas.map((s) => h.client.result(s.workflowId))));
+    const firstFinals = await withWorker(() => Promise.all(firsts.map((s) => h.client.result(s.workflowId))));
+    const laterConfig = { ...h.config, temporal: { ...h.config.temporal, taskQueue: laterQueue } };
+    const secondFinals = await withWorker(() => Promise.all(seconds.map((s) => h.client.result(s.workflowId))), laterConfig);
+    const finals = [...firstFinals, ...secondFinals];
     const cartOf = (i: number) => (i < firsts.length ? [...carts, ...lone][i]! : carts[i - firsts.length]!);
     // One at a time, the keys whose sagas hold their answer first: a retry that starts a new saga holds
     // the intent while that saga runs, and any other key of the intent is answered CONFLICT meanwhile.
