@@ -1,10 +1,10 @@
 /**
  * What the Temporal server did for one workflow of each kind, from its own counters: the dev server's
  * Prometheus endpoint (`--metrics-port`). Requests it served by API, persistence calls by operation,
- * history tasks by type, and the bytes of events and mutable state it wrote, in the benchmark's
- * namespace. Read around each contender's runs (the server's tail of a run's last workflows
- * included), so they are counted, not timed: they hold on a busy machine, where the server's CPU per
- * workflow moves by a tenth from run to run.
+ * history tasks by type and commands by type, in the benchmark's namespace. Read around each
+ * contender's runs (the server's tail of a run's last workflows included), so they are counted, not
+ * timed: they hold on a busy machine, where the server's CPU per workflow moves by a tenth from run
+ * to run.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { formatNumber } from './report';
