@@ -17,7 +17,7 @@ import type { Contender } from './rounds';
  * tasks); commands are what workflow tasks asked for. Byte sizes are left out: the server's
  * histograms report each observation as its bucket's upper bound, so their sums overstate by up to 2×.
  */
-export const SERVER_FAMILIES = {
+const SERVER_FAMILIES = {
   service_requests: 'requests',
   persistence_requests: 'persistence calls',
   task_requests: 'history tasks',
@@ -118,7 +118,7 @@ export class ServerWorkMeter {
 }
 
 /** Per workflow: each counter of `work` divided by its workflows. */
-export function perWorkflow(work: ServerWork): Map<string, number> {
+function perWorkflow(work: ServerWork): Map<string, number> {
   return new Map([...work.counters].map(([key, value]) => [key, work.workflows > 0 ? value / work.workflows : Number.NaN]));
 }
 
